@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * In-RAM index of dm-pmemcache: origin block -> cache slot.
+ *
+ * Memory per cache slot: 8 bytes of packed slot state, 4 bytes of hash
+ * chain / free list link, and at most 4 bytes of hash bucket (the bucket
+ * count is the largest power of two not above the slot count), so at most
+ * 16 bytes per slot.
+ *
+ * The index has no locks of its own.  The kernel serialises a hash chain
+ * with the lock of its stripe (pmc_index_bucket() & stripe mask) and the
+ * free list with a spinlock; userspace is single threaded.
+ */
+#ifndef PMC_INDEX_H
+#define PMC_INDEX_H
+
+#include "pmc_shim.h"
+
+#define PMC_NO_SLOT		0xffffffffU
+#define PMC_OBLOCK_BITS		48
+#define PMC_OBLOCK_MAX		((1ULL << PMC_OBLOCK_BITS) - 1)
+
+/* Slot flags, bits 56..63 of the packed slot word. */
+#define PMC_SF_USED	0x01	/* linked in a hash chain */
+#define PMC_SF_DIRTY	0x02	/* record is DIRTY */
+#define PMC_SF_WB	0x04	/* origin write in flight */
+#define PMC_SF_STALE	0x08	/* superseded or discarded; record is FREE */
+#define PMC_SF_WAITPREV	0x10	/* an older copy is still being written back */
+#define PMC_SF_EPOCH	0x60	/* max_age epoch in which it became dirty */
+#define PMC_SF_EPOCH_SHIFT 5
+#define PMC_SF_BAD	0x80	/* unreadable record: never used again */
+
+struct pmc_index {
+	u64 n_slots;
+	u64 *slot;		/* oblock:48 | valid mask:8 | flags:8 */
+	u32 *next;		/* hash chain, or free list when free */
+	u32 *bucket;
+	u32 bucket_bits;
+	u32 free_head;
+	u64 n_free;
+};
+
+static inline u64 pmc_slot_pack(u64 oblock, u32 mask, u32 flags)
+{
+	return (oblock & PMC_OBLOCK_MAX) | ((u64)(mask & 0xff) << 48) |
+	       ((u64)(flags & 0xff) << 56);
+}
+
+static inline u64 pmc_slot_oblock(u64 v)
+{
+	return v & PMC_OBLOCK_MAX;
+}
+
+static inline u32 pmc_slot_mask(u64 v)
+{
+	return (v >> 48) & 0xff;
+}
+
+static inline u32 pmc_slot_flags(u64 v)
+{
+	return (v >> 56) & 0xff;
+}
+
+static inline u32 pmc_epoch_flags(u32 epoch)
+{
+	return (epoch << PMC_SF_EPOCH_SHIFT) & PMC_SF_EPOCH;
+}
+
+static inline u32 pmc_slot_epoch(u64 v)
+{
+	return (pmc_slot_flags(v) & PMC_SF_EPOCH) >> PMC_SF_EPOCH_SHIFT;
+}
+
+int pmc_index_init(struct pmc_index *idx, u64 n_slots);
+void pmc_index_destroy(struct pmc_index *idx);
+size_t pmc_index_ram_bytes(const struct pmc_index *idx);
+u32 pmc_index_bucket(const struct pmc_index *idx, u64 oblock);
+
+/* The live (not STALE) slot of @oblock, or PMC_NO_SLOT. */
+u32 pmc_index_lookup(const struct pmc_index *idx, u64 oblock);
+/* True if some copy of @oblock (live or stale) has PMC_SF_WB set. */
+bool pmc_index_inflight(const struct pmc_index *idx, u64 oblock);
+void pmc_index_insert(struct pmc_index *idx, u32 slot, u64 oblock, u32 mask,
+		      u32 flags);
+void pmc_index_unlink(struct pmc_index *idx, u32 slot);
+void pmc_index_set_flags(struct pmc_index *idx, u32 slot, u32 set, u32 clear);
+
+/* Free list (LIFO through ->next).  The caller serialises. */
+void pmc_index_push_free(struct pmc_index *idx, u32 slot);
+u32 pmc_index_pop_free(struct pmc_index *idx);
+
+#endif /* PMC_INDEX_H */

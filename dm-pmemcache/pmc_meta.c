@@ -1,0 +1,533 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * dm-pmemcache metadata: format, open, recovery and the commit protocol.
+ *
+ * Shared verbatim by the kernel module and userspace (pmc_shim.h).  The
+ * protocol is written down in docs/format.md; the comments here say which
+ * rule each store, flush and fence implements.
+ */
+#include "pmc_meta.h"
+
+#define PMC_SB_MSG_FOREIGN \
+	"pmem device holds data that is not a pmemcache superblock (use the 'format' feature to overwrite it)"
+
+static u64 pmc_align_up(u64 x, u64 a)
+{
+	return (x + a - 1) & ~(a - 1);
+}
+
+static bool pmc_is_pow2(u32 x)
+{
+	return x && !(x & (x - 1));
+}
+
+u32 pmc_meta_super_csum(const struct pmc_super *sb)
+{
+	struct pmc_super tmp = *sb;
+
+	tmp.magic = 0;
+	tmp.csum = 0;
+	return pmc_crc32c(~0U, &tmp, sizeof(tmp));
+}
+
+u32 pmc_meta_record_csum(u32 seed, u32 slot, const struct pmc_record *r)
+{
+	u8 buf[32];
+	__le32 v;
+
+	v = cpu_to_le32(slot);
+	memcpy(buf, &v, 4);
+	memcpy(buf + 4, r, 24);
+	memcpy(buf + 28, &r->state, 4);
+	return pmc_crc32c(seed, buf, sizeof(buf));
+}
+
+int pmc_meta_geometry(u64 pmem_bytes, u32 block_size, u64 *n_blocks,
+		      u64 *data_offset)
+{
+	u64 n, off;
+
+	if (!pmc_is_pow2(block_size) || block_size < PMC_MIN_BLOCK_SIZE ||
+	    block_size > PMC_MAX_BLOCK_SIZE)
+		return -EINVAL;
+	if (pmem_bytes < PMC_SUPER_AREA + 2 * PMC_DATA_ALIGN)
+		return -EINVAL;
+	n = (pmem_bytes - PMC_SUPER_AREA) / (block_size + PMC_RECORD_SIZE);
+	if (n > PMC_MAX_BLOCKS)
+		n = PMC_MAX_BLOCKS;
+	for (;;) {
+		if (!n)
+			return -EINVAL;
+		off = pmc_align_up(PMC_RECORDS_OFFSET + n * PMC_RECORD_SIZE,
+				   PMC_DATA_ALIGN);
+		if (off + n * block_size <= pmem_bytes)
+			break;
+		n--;
+	}
+	*n_blocks = n;
+	*data_offset = off;
+	return 0;
+}
+
+static void pmc_meta_setup(struct pmc_meta *m, u8 *base, u64 pmem_bytes,
+			   u32 block_size)
+{
+	u32 shift = 0;
+
+	m->base = base;
+	m->pmem_bytes = pmem_bytes;
+	m->block_size = block_size;
+	while ((1U << shift) < block_size)
+		shift++;
+	m->block_shift = shift;
+	m->spb = block_size / PMC_SECTOR_SIZE;
+	m->full_mask = (m->spb >= 32) ? ~0U : ((1U << m->spb) - 1);
+	pmc_atomic64_set(&m->last_seq, 0);
+}
+
+static struct pmc_record *pmc_rec(const struct pmc_meta *m, u32 slot)
+{
+	return (struct pmc_record *)(m->base + PMC_RECORDS_OFFSET +
+				     (u64)slot * PMC_RECORD_SIZE);
+}
+
+int pmc_meta_format(struct pmc_meta *m, u8 *base, u64 pmem_bytes,
+		    u32 block_size, const struct pmc_origin_id *oid)
+{
+	static const u8 zero[512];
+	struct pmc_super sb;
+	u64 n, data_off, off, end, magic;
+	int r;
+
+	r = pmc_meta_geometry(pmem_bytes, block_size, &n, &data_off);
+	if (r)
+		return r;
+	memset(m, 0, sizeof(*m));
+	pmc_meta_setup(m, base, pmem_bytes, block_size);
+	m->n_blocks = n;
+	m->data_offset = data_off;
+
+	/*
+	 * F1: "format in progress" is committed first, so that a crash at any
+	 * later point leaves a namespace that is formatted again on the next
+	 * load, never one that is refused as corrupt.
+	 */
+	magic = cpu_to_le64(PMC_MAGIC_FORMATTING);
+	pmc_pmem_write(base, &magic, 8, PMC_P_FORMAT);
+	pmc_pmem_fence(PMC_P_FORMAT);
+
+	/* F2: every record ZERO, the rest of the superblock area zero. */
+	for (off = 8; off < PMC_SUPER_AREA; off += 8)
+		pmc_pmem_write(base + off, zero, 8, PMC_P_FORMAT);
+	end = PMC_RECORDS_OFFSET + n * PMC_RECORD_SIZE;
+	for (off = PMC_RECORDS_OFFSET; off < end; off += sizeof(zero)) {
+		u64 len = end - off < sizeof(zero) ? end - off : sizeof(zero);
+
+		pmc_pmem_write(base + off, zero, len, PMC_P_FORMAT);
+	}
+
+	memset(&sb, 0, sizeof(sb));
+	sb.version = cpu_to_le32(PMC_VERSION);
+	sb.sb_size = cpu_to_le32(sizeof(sb));
+	sb.block_size = cpu_to_le32(block_size);
+	sb.record_size = cpu_to_le32(PMC_RECORD_SIZE);
+	pmc_random_bytes(sb.cache_uuid, sizeof(sb.cache_uuid));
+	memcpy(sb.origin_uuid, oid->uuid, sizeof(sb.origin_uuid));
+	sb.origin_id_kind = cpu_to_le32(oid->kind);
+	m->record_seed = pmc_crc32c(~0U, sb.cache_uuid, 16) | 1;
+	sb.record_seed = cpu_to_le32(m->record_seed);
+	sb.origin_sectors = cpu_to_le64(oid->sectors);
+	sb.pmem_bytes = cpu_to_le64(pmem_bytes);
+	sb.n_blocks = cpu_to_le64(n);
+	sb.records_offset = cpu_to_le64(PMC_RECORDS_OFFSET);
+	sb.data_offset = cpu_to_le64(data_off);
+	sb.format_time = cpu_to_le64(pmc_now_seconds());
+	sb.csum = cpu_to_le32(pmc_meta_super_csum(&sb));
+	memcpy(m->cache_uuid, sb.cache_uuid, 16);
+
+	/* F3: the body (everything but magic) and the zeroed records. */
+	pmc_pmem_write(base + 8, (u8 *)&sb + 8, sizeof(sb) - 8, PMC_P_FORMAT);
+	pmc_pmem_fence(PMC_P_FORMAT);
+
+	/* F4: commit the format with one aligned 8-byte store. */
+	magic = cpu_to_le64(PMC_MAGIC);
+	pmc_pmem_write(base, &magic, 8, PMC_P_FORMAT);
+	pmc_pmem_fence(PMC_P_FORMAT);
+	return 0;
+}
+
+static bool pmc_all_zero(const u8 *p, size_t len)
+{
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		if (p[i])
+			return false;
+	return true;
+}
+
+int pmc_meta_open(struct pmc_meta *m, u8 *base, u64 pmem_bytes,
+		  u32 block_size, const struct pmc_origin_id *oid,
+		  const char **why)
+{
+	struct pmc_super sb;
+	u8 *area;
+	bool blank;
+	u64 magic, n, data_off;
+	u32 bs;
+
+	*why = NULL;
+	if (pmc_pmem_read(&sb, base, sizeof(sb))) {
+		*why = "media error reading the superblock";
+		return -EIO;
+	}
+	magic = le64_to_cpu(sb.magic);
+	if (magic == PMC_MAGIC_FORMATTING)
+		return -ENODATA;
+	if (magic == 0) {
+		area = pmc_alloc_array(1, PMC_SUPER_AREA);
+		if (!area)
+			return -ENOMEM;
+		if (pmc_pmem_read(area, base, PMC_SUPER_AREA)) {
+			pmc_free_array(area);
+			*why = "media error reading the superblock";
+			return -EIO;
+		}
+		blank = pmc_all_zero(area, PMC_SUPER_AREA);
+		pmc_free_array(area);
+		if (blank)
+			return -ENODATA;
+		*why = PMC_SB_MSG_FOREIGN;
+		return -EINVAL;
+	}
+	if (magic != PMC_MAGIC) {
+		*why = PMC_SB_MSG_FOREIGN;
+		return -EINVAL;
+	}
+	if (le32_to_cpu(sb.csum) != pmc_meta_super_csum(&sb)) {
+		*why = "superblock checksum mismatch: the cache metadata is corrupt";
+		return -EINVAL;
+	}
+	if (le32_to_cpu(sb.version) != PMC_VERSION) {
+		*why = "unsupported superblock version";
+		return -EINVAL;
+	}
+	if (le32_to_cpu(sb.sb_size) != sizeof(sb) ||
+	    le32_to_cpu(sb.record_size) != PMC_RECORD_SIZE ||
+	    le64_to_cpu(sb.records_offset) != PMC_RECORDS_OFFSET) {
+		*why = "superblock has an unknown layout";
+		return -EINVAL;
+	}
+	if (le64_to_cpu(sb.features)) {
+		*why = "superblock uses unsupported features";
+		return -EINVAL;
+	}
+	bs = le32_to_cpu(sb.block_size);
+	if (bs != block_size) {
+		*why = "block size differs from the one the cache was formatted with";
+		return -EINVAL;
+	}
+	if (le64_to_cpu(sb.pmem_bytes) > pmem_bytes) {
+		*why = "pmem device is smaller than the cache formatted on it";
+		return -EINVAL;
+	}
+	if (pmc_meta_geometry(le64_to_cpu(sb.pmem_bytes), bs, &n, &data_off) ||
+	    n != le64_to_cpu(sb.n_blocks) ||
+	    data_off != le64_to_cpu(sb.data_offset)) {
+		*why = "superblock geometry is inconsistent";
+		return -EINVAL;
+	}
+	if (le64_to_cpu(sb.origin_sectors) != oid->sectors) {
+		*why = "origin size differs from the origin the cache was formatted for";
+		return -EINVAL;
+	}
+	if (le32_to_cpu(sb.origin_id_kind) != oid->kind ||
+	    memcmp(sb.origin_uuid, oid->uuid, sizeof(sb.origin_uuid))) {
+		*why = "origin is not the device the cache was formatted for (origin UUID mismatch)";
+		return -EINVAL;
+	}
+	if (!(le32_to_cpu(sb.record_seed) & 1)) {
+		*why = "superblock record seed is invalid";
+		return -EINVAL;
+	}
+
+	memset(m, 0, sizeof(*m));
+	pmc_meta_setup(m, base, le64_to_cpu(sb.pmem_bytes), bs);
+	m->n_blocks = n;
+	m->data_offset = data_off;
+	m->record_seed = le32_to_cpu(sb.record_seed);
+	memcpy(m->cache_uuid, sb.cache_uuid, 16);
+	return 0;
+}
+
+/*
+ * Read a record with a machine-check safe copy.  *live: checksum correct
+ * and state DIRTY or CLEAN with a sane mask.
+ */
+int pmc_meta_read_record(const struct pmc_meta *m, u32 slot,
+			 struct pmc_record *r, bool *live)
+{
+	u32 state, valid;
+
+	*live = false;
+	if (pmc_pmem_read(r, pmc_rec(m, slot), sizeof(*r)))
+		return -EIO;
+	if (le32_to_cpu(r->csum) != pmc_meta_record_csum(m->record_seed, slot, r))
+		return 0;
+	state = le32_to_cpu(r->state);
+	valid = le32_to_cpu(r->valid);
+	*live = (state == PMC_REC_DIRTY || state == PMC_REC_CLEAN) &&
+		valid && !(valid & ~m->full_mask) &&
+		le64_to_cpu(r->oblock) <= PMC_OBLOCK_MAX;
+	return 0;
+}
+
+/*
+ * Rewrite the last 8-byte word (state + csum) of a record: one aligned
+ * store, persisted atomically.  @r holds the current record contents.
+ */
+static void pmc_meta_set_state(struct pmc_meta *m, u32 slot,
+			       struct pmc_record *r, u32 state,
+			       enum pmc_ptag tag)
+{
+	u8 *dst = (u8 *)pmc_rec(m, slot) + 24;
+	u8 word[8];
+
+	r->state = cpu_to_le32(state);
+	r->csum = cpu_to_le32(pmc_meta_record_csum(m->record_seed, slot, r));
+	memcpy(word, &r->state, 4);
+	memcpy(word + 4, &r->csum, 4);
+	pmc_pmem_write(dst, word, 8, tag);
+}
+
+/*
+ * Invalidate a record.  State FREE is dead whatever the checksum says, so
+ * if the record cannot be read the word is still written (csum 0).
+ */
+static void pmc_meta_invalidate(struct pmc_meta *m, u32 slot,
+				enum pmc_ptag tag)
+{
+	struct pmc_record r;
+
+	if (pmc_pmem_read(&r, pmc_rec(m, slot), sizeof(r))) {
+		u8 word[8] = { PMC_REC_FREE, 0, 0, 0, 0, 0, 0, 0 };
+
+		pmc_pmem_write((u8 *)pmc_rec(m, slot) + 24, word, 8, tag);
+		return;
+	}
+	pmc_meta_set_state(m, slot, &r, PMC_REC_FREE, tag);
+}
+
+int pmc_meta_recover(struct pmc_meta *m, struct pmc_index *idx,
+		     struct pmc_recover_stats *st)
+{
+	struct pmc_record r, o;
+	bool live, olive, fenced = true;
+	u64 last = 0, i;
+	u32 slot, old;
+
+	memset(st, 0, sizeof(*st));
+	for (i = 0; i < m->n_blocks; i++) {
+		slot = (u32)i;
+		if (pmc_meta_read_record(m, slot, &r, &live)) {
+			/* Quarantine: never reused, never mapped. */
+			idx->slot[slot] = pmc_slot_pack(0, 0, PMC_SF_BAD);
+			st->unreadable++;
+			continue;
+		}
+		if (le32_to_cpu(r.csum) ==
+		    pmc_meta_record_csum(m->record_seed, slot, &r)) {
+			if (le64_to_cpu(r.seq) > last)
+				last = le64_to_cpu(r.seq);
+		} else if (!pmc_all_zero((const u8 *)&r, sizeof(r))) {
+			st->torn++;
+		}
+		if (!live)
+			continue;
+
+		old = pmc_index_lookup(idx, le64_to_cpu(r.oblock));
+		if (old != PMC_NO_SLOT) {
+			/*
+			 * Two live copies of a block: a crash came between
+			 * W3 and W5 of an overwrite.  The higher seq is the
+			 * newer, acknowledged-or-in-flight copy.
+			 */
+			if (pmc_meta_read_record(m, old, &o, &olive) || !olive ||
+			    le64_to_cpu(o.seq) < le64_to_cpu(r.seq)) {
+				pmc_index_unlink(idx, old);
+				pmc_meta_invalidate(m, old, PMC_P_RECOVER);
+			} else {
+				pmc_meta_invalidate(m, slot, PMC_P_RECOVER);
+				st->superseded++;
+				fenced = false;
+				continue;
+			}
+			st->superseded++;
+			fenced = false;
+		}
+		pmc_index_insert(idx, slot, le64_to_cpu(r.oblock),
+				 le32_to_cpu(r.valid),
+				 le32_to_cpu(r.state) == PMC_REC_DIRTY ?
+				 PMC_SF_DIRTY : 0);
+	}
+	/* Losers must be durably dead before their slots are reused. */
+	if (!fenced)
+		pmc_pmem_fence(PMC_P_RECOVER);
+
+	for (i = m->n_blocks; i-- > 0;) {
+		u32 f = pmc_slot_flags(idx->slot[i]);
+
+		if (f & PMC_SF_BAD)
+			continue;
+		if (f & PMC_SF_USED) {
+			st->live++;
+			if (f & PMC_SF_DIRTY)
+				st->dirty++;
+			continue;
+		}
+		pmc_index_push_free(idx, (u32)i);
+	}
+	pmc_atomic64_set(&m->last_seq, last);
+	return 0;
+}
+
+/* Copy the sectors in @keep from slot @src to slot @dst (pmem to pmem). */
+static int pmc_meta_copy_sectors(struct pmc_meta *m, u32 dst, u32 src,
+				 u32 keep)
+{
+	u8 buf[PMC_SECTOR_SIZE];
+	u8 *d = pmc_meta_data(m, dst);
+	const u8 *s = pmc_meta_data(m, src);
+	u32 i;
+
+	for (i = 0; i < m->spb; i++) {
+		if (!(keep & (1U << i)))
+			continue;
+		if (pmc_pmem_read(buf, s + i * PMC_SECTOR_SIZE, sizeof(buf)))
+			return -EIO;
+		pmc_pmem_write(d + i * PMC_SECTOR_SIZE, buf, sizeof(buf),
+			       PMC_P_DATA);
+	}
+	return 0;
+}
+
+int pmc_meta_write_block(struct pmc_meta *m, struct pmc_index *idx,
+			 u64 oblock, u32 mask, u32 new_slot, u32 epoch,
+			 pmc_fill_fn fill, void *ctx, u32 *freed)
+{
+	struct pmc_record r;
+	u32 old, keep = 0, flags = PMC_SF_DIRTY | pmc_epoch_flags(epoch);
+	int ret;
+
+	*freed = PMC_NO_SLOT;
+	old = pmc_index_lookup(idx, oblock);
+	if (old != PMC_NO_SLOT)
+		keep = pmc_slot_mask(idx->slot[old]) & ~mask;
+
+	/* W1: data into a free slot (its record is durably dead). */
+	if (keep) {
+		ret = pmc_meta_copy_sectors(m, new_slot, old, keep);
+		if (ret)
+			return ret;
+	}
+	ret = fill(ctx, pmc_meta_data(m, new_slot));
+	if (ret)
+		return ret;
+	/* W2: the data is durable before any record can point at it. */
+	pmc_pmem_fence(PMC_P_DATA);
+
+	/* W3: the new record, with a seq higher than every older copy. */
+	memset(&r, 0, sizeof(r));
+	r.oblock = cpu_to_le64(oblock);
+	r.seq = cpu_to_le64(pmc_atomic64_inc_return(&m->last_seq));
+	r.valid = cpu_to_le32(mask | keep);
+	r.state = cpu_to_le32(PMC_REC_DIRTY);
+	r.csum = cpu_to_le32(pmc_meta_record_csum(m->record_seed, new_slot, &r));
+	pmc_pmem_write(pmc_rec(m, new_slot), &r, sizeof(r), PMC_P_RECORD);
+	/* W4: the write is durable: it may be acknowledged after this. */
+	pmc_pmem_fence(PMC_P_RECORD);
+
+	if (pmc_index_inflight(idx, oblock))
+		flags |= PMC_SF_WAITPREV;
+	if (old != PMC_NO_SLOT) {
+		/*
+		 * W5/W6: the older copy is durably dead before the newer one
+		 * can ever be freed (else discard or eviction of the newer
+		 * copy would resurrect it after a crash).
+		 */
+		pmc_meta_invalidate(m, old, PMC_P_FREE);
+		pmc_pmem_fence(PMC_P_FREE);
+		if (pmc_slot_flags(idx->slot[old]) & PMC_SF_WB) {
+			pmc_index_set_flags(idx, old, PMC_SF_STALE, 0);
+		} else {
+			pmc_index_unlink(idx, old);
+			*freed = old;
+		}
+	}
+	pmc_index_insert(idx, new_slot, oblock, mask | keep, flags);
+	return 0;
+}
+
+void pmc_meta_drop_block(struct pmc_meta *m, struct pmc_index *idx,
+			 u64 oblock, u32 *freed)
+{
+	u32 old = pmc_index_lookup(idx, oblock);
+
+	*freed = PMC_NO_SLOT;
+	if (old == PMC_NO_SLOT)
+		return;
+	pmc_meta_invalidate(m, old, PMC_P_FREE);
+	if (pmc_slot_flags(idx->slot[old]) & PMC_SF_WB) {
+		pmc_index_set_flags(idx, old, PMC_SF_STALE, 0);
+	} else {
+		pmc_index_unlink(idx, old);
+		*freed = old;
+	}
+}
+
+void pmc_meta_wb_start(struct pmc_index *idx, u32 slot)
+{
+	pmc_index_set_flags(idx, slot, PMC_SF_WB, 0);
+}
+
+int pmc_meta_wb_done(struct pmc_meta *m, struct pmc_index *idx, u32 slot,
+		     bool ok, u32 *freed)
+{
+	u64 v = idx->slot[slot];
+	u64 oblock = pmc_slot_oblock(v);
+	struct pmc_record r;
+	bool live;
+	u32 cur;
+
+	*freed = PMC_NO_SLOT;
+	if (pmc_slot_flags(v) & PMC_SF_STALE) {
+		/* Its record was made FREE (and fenced) when it went stale. */
+		pmc_index_unlink(idx, slot);
+		*freed = slot;
+		cur = pmc_index_lookup(idx, oblock);
+		if (cur != PMC_NO_SLOT)
+			pmc_index_set_flags(idx, cur, 0, PMC_SF_WAITPREV);
+		return 0;
+	}
+	if (!ok) {
+		pmc_index_set_flags(idx, slot, 0, PMC_SF_WB);
+		return 0;
+	}
+	if (pmc_meta_read_record(m, slot, &r, &live) || !live ||
+	    le64_to_cpu(r.oblock) != oblock) {
+		pmc_index_set_flags(idx, slot, 0, PMC_SF_WB);
+		return -EIO;
+	}
+	/* C1: the origin write completed with FUA; now the record is CLEAN. */
+	pmc_meta_set_state(m, slot, &r, PMC_REC_CLEAN, PMC_P_CLEAN);
+	pmc_index_set_flags(idx, slot, 0,
+			    PMC_SF_WB | PMC_SF_DIRTY | PMC_SF_EPOCH);
+	return 0;
+}
+
+void pmc_meta_evict(struct pmc_meta *m, struct pmc_index *idx, u32 slot)
+{
+	/* E1: dead record before the slot's data may be overwritten. */
+	pmc_meta_invalidate(m, slot, PMC_P_FREE);
+	pmc_index_unlink(idx, slot);
+}

@@ -1,0 +1,129 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * dm-pmemcache metadata API: the only code that knows byte offsets in
+ * pmem.  Shared by the kernel module, the host crash-model test and the
+ * userspace tool.  docs/format.md describes the commit protocol that the
+ * functions below implement.
+ *
+ * Concurrency: the kernel calls every per-block function with the lock of
+ * the block's index stripe held; record and data stores of different slots
+ * never share a cache line, so callers on different stripes do not
+ * interfere.  next_seq is taken with an atomic increment in the kernel.
+ */
+#ifndef PMC_META_H
+#define PMC_META_H
+
+#include "pmc_shim.h"
+#include "pmemcache_format.h"
+#include "pmc_index.h"
+
+struct pmc_origin_id {
+	u64 sectors;
+	u32 kind;		/* PMC_ORIGIN_ID_* */
+	u8 uuid[16];
+};
+
+struct pmc_meta {
+	u8 *base;		/* pmem kaddr of byte 0 of the namespace */
+	u64 pmem_bytes;
+	u32 block_size;
+	u32 block_shift;
+	u32 spb;		/* 512 B sectors per block */
+	u32 full_mask;		/* all sectors of a block */
+	u64 n_blocks;
+	u64 data_offset;
+	u32 record_seed;
+	pmc_atomic64_t last_seq;	/* highest seq handed out */
+	u8 cache_uuid[16];
+};
+
+struct pmc_recover_stats {
+	u64 live;		/* records that map a block */
+	u64 dirty;
+	u64 superseded;		/* older duplicates invalidated */
+	u64 torn;		/* checksum failures (not ZERO, not FREE) */
+	u64 unreadable;		/* media errors: slot quarantined */
+};
+
+/* Data callback for pmc_meta_write_block(): store the new sectors. */
+typedef int (*pmc_fill_fn)(void *ctx, u8 *block_kaddr);
+
+/* Geometry for a namespace of @pmem_bytes: 0 or -EINVAL. */
+int pmc_meta_geometry(u64 pmem_bytes, u32 block_size, u64 *n_blocks,
+		      u64 *data_offset);
+
+/*
+ * Open an existing cache.  Returns 0, -ENODATA if the namespace is blank
+ * or holds an interrupted format (the caller formats), -EIO on a media
+ * error, or -EINVAL with *why set to a one-line reason.
+ */
+int pmc_meta_open(struct pmc_meta *m, u8 *base, u64 pmem_bytes,
+		  u32 block_size, const struct pmc_origin_id *oid,
+		  const char **why);
+int pmc_meta_format(struct pmc_meta *m, u8 *base, u64 pmem_bytes,
+		    u32 block_size, const struct pmc_origin_id *oid);
+
+/* Rebuild @idx (already initialised for m->n_blocks slots) from pmem. */
+int pmc_meta_recover(struct pmc_meta *m, struct pmc_index *idx,
+		     struct pmc_recover_stats *st);
+
+static inline u8 *pmc_meta_data(const struct pmc_meta *m, u32 slot)
+{
+	return m->base + m->data_offset + ((u64)slot << m->block_shift);
+}
+
+static inline u64 pmc_meta_data_offset(const struct pmc_meta *m, u32 slot)
+{
+	return m->data_offset + ((u64)slot << m->block_shift);
+}
+
+int pmc_meta_read_record(const struct pmc_meta *m, u32 slot,
+			 struct pmc_record *r, bool *live);
+
+/*
+ * Write sectors @mask of @oblock: @new_slot is a free slot, @fill stores
+ * the new data into it.  Sectors that an older copy holds and the write
+ * does not cover are copied first.  On return the write is durable and
+ * the index points at @new_slot.  *freed is the superseded slot that may
+ * go on the free list, or PMC_NO_SLOT.  Errors (-EIO: media error) leave
+ * pmem and the index unchanged and @new_slot unused.
+ */
+int pmc_meta_write_block(struct pmc_meta *m, struct pmc_index *idx,
+			 u64 oblock, u32 mask, u32 new_slot, u32 epoch,
+			 pmc_fill_fn fill, void *ctx, u32 *freed);
+
+/*
+ * Drop the cached copy of @oblock (discard): invalidates the record, not
+ * fenced (the caller fences once per batch with pmc_meta_fence(PMC_P_FREE)
+ * before it reuses any slot returned in *freed).
+ */
+void pmc_meta_drop_block(struct pmc_meta *m, struct pmc_index *idx,
+			 u64 oblock, u32 *freed);
+
+/* Mark @slot in writeback (index only). */
+void pmc_meta_wb_start(struct pmc_index *idx, u32 slot);
+
+/*
+ * The origin write of @slot finished (@ok: with FUA, successfully).
+ * Marks the record CLEAN (not fenced: pmc_meta_fence(PMC_P_CLEAN) per
+ * batch) or returns the stale slot in *freed.  Returns -EIO if the record
+ * could not be read (the slot stays dirty).
+ */
+int pmc_meta_wb_done(struct pmc_meta *m, struct pmc_index *idx, u32 slot,
+		     bool ok, u32 *freed);
+
+/*
+ * Evict a clean slot: invalidate its record and unlink it.  Not fenced:
+ * the caller fences (PMC_P_FREE) before the slot is reused.
+ */
+void pmc_meta_evict(struct pmc_meta *m, struct pmc_index *idx, u32 slot);
+
+static inline void pmc_meta_fence(enum pmc_ptag tag)
+{
+	pmc_pmem_fence(tag);
+}
+
+u32 pmc_meta_super_csum(const struct pmc_super *sb);
+u32 pmc_meta_record_csum(u32 seed, u32 slot, const struct pmc_record *r);
+
+#endif /* PMC_META_H */

@@ -1,0 +1,103 @@
+/* SPDX-License-Identifier: GPL-2.0 OR MIT */
+/*
+ * dm-pmemcache on-pmem format, version 1.
+ *
+ * This header is the single source of truth for the layout.  It is
+ * included verbatim by the kernel module and by the userspace tool, so it
+ * uses only fixed-width little-endian fields and needs the includer to
+ * provide __le32/__le64/__u8 (linux/types.h in both worlds).
+ *
+ * Layout of the pmem namespace (byte offsets from its start):
+ *
+ *   0                     superblock (struct pmc_super), padded to 4 KiB
+ *   PMC_RECORDS_OFFSET    n_blocks records (struct pmc_record, 32 B each)
+ *   data_offset           n_blocks data blocks of block_size bytes,
+ *                         data_offset is a multiple of PMC_DATA_ALIGN
+ *
+ * The superblock is written once, at format time, and never again.  All
+ * run-time state lives in the records.  See docs/format.md for the commit
+ * protocol (the order of stores, flushes and fences).
+ */
+#ifndef PMEMCACHE_FORMAT_H
+#define PMEMCACHE_FORMAT_H
+
+/* "PMEMCach" read as a little-endian u64: a formatted cache. */
+#define PMC_MAGIC		0x686361434d454d50ULL
+/* "PMEMfmt!": a format is in progress; safe to format again. */
+#define PMC_MAGIC_FORMATTING	0x21746d664d454d50ULL
+#define PMC_VERSION		1
+
+#define PMC_SUPER_AREA		4096U
+#define PMC_RECORDS_OFFSET	PMC_SUPER_AREA
+#define PMC_DATA_ALIGN		4096U
+#define PMC_SECTOR_SIZE		512U
+#define PMC_MIN_BLOCK_SIZE	512U
+#define PMC_MAX_BLOCK_SIZE	4096U
+/* The in-RAM index keeps the per-sector mask in 8 bits. */
+#define PMC_MAX_SECTORS_PER_BLOCK (PMC_MAX_BLOCK_SIZE / PMC_SECTOR_SIZE)
+/* Slot numbers are 32 bit in the in-RAM index; all ones means "none". */
+#define PMC_MAX_BLOCKS		0xfffffff0ULL
+
+/* Kinds of origin identity stored in the superblock. */
+#define PMC_ORIGIN_ID_NONE	0	/* only the size is checked */
+#define PMC_ORIGIN_ID_MD	1	/* md array UUID (mdadm --detail) */
+
+/*
+ * Superblock.  csum is crc32c (seed ~0) over the whole structure with
+ * magic and csum read as zero: magic is the commit word of a format and
+ * is written last, on its own.
+ */
+struct pmc_super {
+	__le64 magic;
+	__le32 version;
+	__le32 sb_size;		/* sizeof(struct pmc_super) */
+	__le32 block_size;	/* bytes, power of two, 512..4096 */
+	__le32 record_size;	/* sizeof(struct pmc_record) */
+	__le64 features;	/* none defined in version 1: must be 0 */
+	__u8 cache_uuid[16];	/* random, chosen at format time */
+	__u8 origin_uuid[16];	/* see origin_id_kind */
+	__le32 origin_id_kind;	/* PMC_ORIGIN_ID_* */
+	__le32 record_seed;	/* crc32c seed of every record */
+	__le64 origin_sectors;	/* size of the origin, 512 B sectors */
+	__le64 pmem_bytes;	/* size of the namespace at format time */
+	__le64 n_blocks;	/* number of records and data blocks */
+	__le64 records_offset;	/* bytes, PMC_RECORDS_OFFSET */
+	__le64 data_offset;	/* bytes, multiple of PMC_DATA_ALIGN */
+	__le64 format_time;	/* seconds since the epoch, informative */
+	__u8 reserved[132];
+	__le32 csum;
+} __attribute__((packed));
+
+#define PMC_SUPER_SIZE		256U
+
+/*
+ * Record states.  A record describes the data block of the same index.
+ * It is "live" iff its checksum is correct and its state is DIRTY or
+ * CLEAN.  ZERO (all bytes zero, as left by format) never has a correct
+ * checksum because the seed is never zero.
+ */
+#define PMC_REC_ZERO		0U
+#define PMC_REC_DIRTY		1U	/* newer than the origin */
+#define PMC_REC_CLEAN		2U	/* equal to the origin */
+#define PMC_REC_FREE		3U	/* invalidated, block reusable */
+
+/*
+ * One record, 32 bytes and 32-byte aligned so that it never straddles a
+ * cache line.  state and csum share the last aligned 8-byte word: the
+ * DIRTY->CLEAN and any->FREE transitions rewrite only that word, with one
+ * 8-byte store, which the hardware persists atomically.
+ *
+ * csum = crc32c(record_seed, le32 index || bytes 0..23 || le32 state).
+ */
+struct pmc_record {
+	__le64 oblock;		/* origin block number (origin sector / spb) */
+	__le64 seq;		/* unique, increasing; highest live seq wins */
+	__le32 valid;		/* bit i: sector i of the block holds data */
+	__le32 reserved;	/* zero */
+	__le32 state;		/* PMC_REC_* */
+	__le32 csum;
+} __attribute__((packed));
+
+#define PMC_RECORD_SIZE		32U
+
+#endif /* PMEMCACHE_FORMAT_H */
