@@ -96,7 +96,8 @@ int pmc_meta_format(struct pmc_meta *m, u8 *base, u64 pmem_bytes,
 {
 	static const u8 zero[512];
 	struct pmc_super sb;
-	u64 n, data_off, off, end, magic;
+	u64 n, data_off, off, end;
+	__le64 magic;
 	int r;
 
 	r = pmc_meta_geometry(pmem_bytes, block_size, &n, &data_off);
@@ -243,7 +244,7 @@ int pmc_meta_open(struct pmc_meta *m, u8 *base, u64 pmem_bytes,
 	}
 	if (le32_to_cpu(sb.origin_id_kind) != oid->kind ||
 	    memcmp(sb.origin_uuid, oid->uuid, sizeof(sb.origin_uuid))) {
-		*why = "origin is not the device the cache was formatted for (origin UUID mismatch)";
+		*why = "origin UUID differs from the origin the cache was formatted for";
 		return -EINVAL;
 	}
 	if (!(le32_to_cpu(sb.record_seed) & 1)) {

@@ -33,7 +33,7 @@ struct pmc_meta {
 	u64 n_blocks;
 	u64 data_offset;
 	u32 record_seed;
-	pmc_atomic64_t last_seq;	/* highest seq handed out */
+	struct pmc_atomic64 last_seq;	/* highest seq handed out */
 	u8 cache_uuid[16];
 };
 

@@ -86,65 +86,20 @@ static inline u64 pmc_now_seconds(void)
 	return ktime_get_real_seconds();
 }
 
-typedef atomic64_t pmc_atomic64_t;
-#define pmc_atomic64_read(a)		atomic64_read(a)
-#define pmc_atomic64_set(a, v)		atomic64_set(a, v)
-#define pmc_atomic64_inc_return(a)	atomic64_inc_return(a)
+struct pmc_atomic64 {
+	atomic64_t v;
+};
+
+#define pmc_atomic64_read(a)		atomic64_read(&(a)->v)
+#define pmc_atomic64_set(a, x)		atomic64_set(&(a)->v, x)
+#define pmc_atomic64_inc_return(a)	atomic64_inc_return(&(a)->v)
 
 #define pmc_err(fmt, ...)	pr_err("device-mapper: pmemcache: " fmt "\n", ##__VA_ARGS__)
 #define pmc_warn(fmt, ...)	pr_warn("device-mapper: pmemcache: " fmt "\n", ##__VA_ARGS__)
 
-#else /* userspace */
+#else
 
-#include <stdint.h>
-#include <stddef.h>
-#include <stdbool.h>
-#include <string.h>
-#include <errno.h>
-#include <stdio.h>
-
-typedef uint8_t u8;
-typedef uint16_t u16;
-typedef uint32_t u32;
-typedef uint64_t u64;
-typedef uint8_t __u8;
-typedef uint32_t __le32;
-typedef uint64_t __le64;
-
-/* Little-endian hosts only (x86-64, arm64 LE): checked at build time. */
-#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-#error "userspace shim assumes a little-endian host"
-#endif
-#define cpu_to_le32(x)	((u32)(x))
-#define cpu_to_le64(x)	((u64)(x))
-#define le32_to_cpu(x)	((u32)(x))
-#define le64_to_cpu(x)	((u64)(x))
-
-#ifndef ARRAY_SIZE
-#define ARRAY_SIZE(a)	(sizeof(a) / sizeof((a)[0]))
-#endif
-#define READ_ONCE(x)	(*(volatile __typeof__(x) *)&(x))
-#define WRITE_ONCE(x, v) (*(volatile __typeof__(x) *)&(x) = (v))
-
-typedef struct { u64 v; } pmc_atomic64_t;
-#define pmc_atomic64_read(a)		((a)->v)
-#define pmc_atomic64_set(a, x)		((a)->v = (x))
-#define pmc_atomic64_inc_return(a)	(++(a)->v)
-
-/* Provided by the program that links the shared code. */
-void pmc_pmem_write(void *dst, const void *src, size_t len, enum pmc_ptag tag);
-void pmc_pmem_fence(enum pmc_ptag tag);
-int pmc_pmem_read(void *dst, const void *src, size_t len);
-u32 pmc_crc32c(u32 seed, const void *p, size_t len);
-void *pmc_alloc_array(size_t n, size_t size);
-void pmc_free_array(void *p);
-void pmc_random_bytes(void *p, size_t len);
-u64 pmc_now_seconds(void);
-void pmc_log(int level, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-
-#define pmc_err(fmt, ...)	pmc_log(3, fmt, ##__VA_ARGS__)
-#define pmc_warn(fmt, ...)	pmc_log(4, fmt, ##__VA_ARGS__)
+#include "user/pmc_shim_user.h"
 
 #endif /* __KERNEL__ */
 

@@ -21,6 +21,12 @@
 #ifndef PMEMCACHE_FORMAT_H
 #define PMEMCACHE_FORMAT_H
 
+#ifdef __KERNEL__
+#include <linux/build_bug.h>
+#else
+#include <assert.h>
+#endif
+
 /* "PMEMCach" read as a little-endian u64: a formatted cache. */
 #define PMC_MAGIC		0x686361434d454d50ULL
 /* "PMEMfmt!": a format is in progress; safe to format again. */
@@ -66,7 +72,7 @@ struct pmc_super {
 	__le64 format_time;	/* seconds since the epoch, informative */
 	__u8 reserved[132];
 	__le32 csum;
-} __attribute__((packed));
+};
 
 #define PMC_SUPER_SIZE		256U
 
@@ -96,8 +102,12 @@ struct pmc_record {
 	__le32 reserved;	/* zero */
 	__le32 state;		/* PMC_REC_* */
 	__le32 csum;
-} __attribute__((packed));
+};
 
 #define PMC_RECORD_SIZE		32U
+
+/* Every field is naturally aligned: no padding, no packed attribute. */
+static_assert(sizeof(struct pmc_super) == PMC_SUPER_SIZE, "pmc_super size");
+static_assert(sizeof(struct pmc_record) == PMC_RECORD_SIZE, "pmc_record size");
 
 #endif /* PMEMCACHE_FORMAT_H */

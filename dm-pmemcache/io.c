@@ -1,0 +1,463 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * dm-pmemcache: the map function.
+ *
+ * Every bio is at most one cache block (dm_set_target_max_io_len), except
+ * discards.  A write is copied into a free pmem block with cache-bypassing
+ * stores and committed (pmc_meta_write_block) before it completes, so a
+ * REQ_PREFLUSH only has to fence and REQ_FUA needs nothing: the origin is
+ * never flushed for them.
+ */
+#include <linux/blkdev.h>
+#include <linux/highmem.h>
+#include <linux/sched.h>
+
+#include "pmemcache.h"
+
+/* ---- free slots ------------------------------------------------------ */
+
+void pmc_free_slots(struct pmemcache *pc, const u32 *slots, unsigned int n)
+{
+	unsigned int i;
+
+	if (!n)
+		return;
+	spin_lock(&pc->free_lock);
+	for (i = 0; i < n; i++)
+		pmc_index_push_free(&pc->idx, slots[i]);
+	spin_unlock(&pc->free_lock);
+	wake_up_all(&pc->free_wait);
+}
+
+static u32 pmc_pop_free(struct pmemcache *pc)
+{
+	u32 s;
+
+	spin_lock(&pc->free_lock);
+	s = pmc_index_pop_free(&pc->idx);
+	spin_unlock(&pc->free_lock);
+	return s;
+}
+
+static bool pmc_have_free(struct pmemcache *pc)
+{
+	return READ_ONCE(pc->idx.n_free) != 0;
+}
+
+/*
+ * Evict up to @want clean blocks (clock order).  Their records are made
+ * durably FREE before the slots go on the free list: a slot's data may
+ * only be overwritten when no live record points at it.
+ */
+unsigned int pmc_evict_clean(struct pmemcache *pc, unsigned int want)
+{
+	u32 victims[64];
+	unsigned int got = 0, scanned = 0;
+	u64 n = pc->meta.n_blocks;
+
+	if (want > ARRAY_SIZE(victims))
+		want = ARRAY_SIZE(victims);
+	mutex_lock(&pc->evict_lock);
+	while (got < want && scanned < n) {
+		u32 s = pc->evict_hand++ % n;
+		u64 v = READ_ONCE(pc->idx.slot[s]);
+		u32 f = pmc_slot_flags(v);
+		struct pmc_stripe *st;
+
+		scanned++;
+		if (!(f & PMC_SF_USED) ||
+		    (f & (PMC_SF_DIRTY | PMC_SF_WB | PMC_SF_STALE)))
+			continue;
+		st = pmc_stripe_of(pc, pmc_slot_oblock(v));
+		if (atomic_read(&st->pinned))
+			continue;
+		if (!down_write_trylock(&st->lock))
+			continue;
+		/* Re-check under the lock: it may have changed. */
+		if (READ_ONCE(pc->idx.slot[s]) == v && !atomic_read(&st->pinned)) {
+			pmc_meta_evict(&pc->meta, &pc->idx, s);
+			victims[got++] = s;
+		}
+		up_write(&st->lock);
+		if (!(scanned & 1023))
+			cond_resched();
+	}
+	if (got) {
+		pmc_meta_fence(PMC_P_FREE);
+		pmc_free_slots(pc, victims, got);
+	}
+	mutex_unlock(&pc->evict_lock);
+	return got;
+}
+
+/* A free slot; sleeps until writeback or eviction produces one. */
+u32 pmc_alloc_slot(struct pmemcache *pc)
+{
+	u32 s;
+
+	for (;;) {
+		s = pmc_pop_free(pc);
+		if (s != PMC_NO_SLOT)
+			return s;
+		if (pmc_evict_clean(pc, 32))
+			continue;
+		WRITE_ONCE(pc->starved, true);
+		pmc_writeback_kick(pc);
+		wait_event_timeout(pc->free_wait, pmc_have_free(pc), HZ / 10);
+	}
+}
+
+/* ---- bio <-> pmem copies -------------------------------------------- */
+
+struct pmc_fill {
+	struct bio *bio;
+	u32 first;		/* first sector of the bio inside the block */
+};
+
+/* pmc_fill_fn: copy the bio's data into the new block, bypassing caches. */
+static int pmc_fill_from_bio(void *ctx, u8 *block)
+{
+	struct pmc_fill *f = ctx;
+	u8 *dst = block + (f->first << SECTOR_SHIFT);
+	struct bvec_iter iter;
+	struct bio_vec bv;
+
+	bio_for_each_segment(bv, f->bio, iter) {
+		void *src = bvec_kmap_local(&bv);
+
+		memcpy_flushcache(dst, src, bv.bv_len);
+		kunmap_local(src);
+		dst += bv.bv_len;
+	}
+	return 0;
+}
+
+/*
+ * Copy the sectors of @mask (bits relative to the block) from the pmem
+ * block at @block into @bio, which starts at sector @first of the block.
+ * Machine-check safe: a poisoned line gives -EIO, never an oops.
+ */
+static int pmc_copy_to_bio(struct bio *bio, const u8 *block, u32 first,
+			   u32 mask)
+{
+	struct bvec_iter iter;
+	struct bio_vec bv;
+	u32 pos = first << SECTOR_SHIFT;
+	int ret = 0;
+
+	bio_for_each_segment(bv, bio, iter) {
+		u8 *dst = bvec_kmap_local(&bv);
+		u32 done = 0;
+
+		while (done < bv.bv_len) {
+			u32 sec = pos >> SECTOR_SHIFT;
+			u32 chunk = min_t(u32, bv.bv_len - done,
+					  SECTOR_SIZE - (pos & (SECTOR_SIZE - 1)));
+
+			if ((mask & (1U << sec)) &&
+			    pmc_copy_from_pmem(dst + done, block + pos, chunk))
+				ret = -EIO;
+			done += chunk;
+			pos += chunk;
+		}
+		kunmap_local(dst);
+	}
+	return ret;
+}
+
+static u32 pmc_bio_mask(struct pmemcache *pc, struct bio *bio, u32 *first)
+{
+	u32 spb = 1U << pc->spb_shift;
+	u32 f = bio->bi_iter.bi_sector & (spb - 1);
+	u32 n = bio_sectors(bio);
+
+	*first = f;
+	return (n >= 32 ? ~0U : ((1U << n) - 1)) << f;
+}
+
+/* ---- reads ------------------------------------------------------------ */
+
+struct pmc_read_io {
+	struct pmemcache *pc;
+	struct bio *orig;
+	struct pmc_stripe *st;
+	struct work_struct work;
+	struct bio clone;	/* must be last: allocated from read_bioset */
+};
+
+/* The origin read of a partially cached block is back: overlay the cache. */
+static void pmc_read_overlay(struct work_struct *work)
+{
+	struct pmc_read_io *rio = container_of(work, struct pmc_read_io, work);
+	struct pmemcache *pc = rio->pc;
+	struct bio *bio = rio->orig;
+	u64 oblock = pmc_sector_to_block(pc, bio->bi_iter.bi_sector);
+	u32 first, need = pmc_bio_mask(pc, bio, &first);
+	u32 slot;
+
+	if (!bio->bi_status) {
+		down_read(&rio->st->lock);
+		slot = pmc_index_lookup(&pc->idx, oblock);
+		if (slot != PMC_NO_SLOT &&
+		    pmc_copy_to_bio(bio, pmc_meta_data(&pc->meta, slot), first,
+				    need & pmc_slot_mask(pc->idx.slot[slot]))) {
+			atomic64_inc(&pc->st.media_errors);
+			bio->bi_status = BLK_STS_IOERR;
+		}
+		up_read(&rio->st->lock);
+	}
+	atomic_dec(&rio->st->pinned);
+	bio_put(&rio->clone);
+	bio_endio(bio);
+}
+
+static void pmc_read_clone_endio(struct bio *clone)
+{
+	struct pmc_read_io *rio = container_of(clone, struct pmc_read_io, clone);
+
+	if (clone->bi_status)
+		rio->orig->bi_status = clone->bi_status;
+	INIT_WORK(&rio->work, pmc_read_overlay);
+	queue_work(rio->pc->wq, &rio->work);
+}
+
+static int pmc_map_read(struct pmemcache *pc, struct bio *bio)
+{
+	u64 oblock = pmc_sector_to_block(pc, bio->bi_iter.bi_sector);
+	struct pmc_stripe *st = pmc_stripe_of(pc, oblock);
+	u32 first, need = pmc_bio_mask(pc, bio, &first);
+	struct pmc_read_io *rio;
+	struct bio *clone;
+	u32 slot, have;
+
+	down_read(&st->lock);
+	slot = pmc_index_lookup(&pc->idx, oblock);
+	if (slot == PMC_NO_SLOT) {
+		up_read(&st->lock);
+		atomic64_inc(&pc->st.read_misses);
+		bio_set_dev(bio, pc->origin->bdev);
+		return DM_MAPIO_REMAPPED;
+	}
+	have = pmc_slot_mask(pc->idx.slot[slot]);
+	if ((have & need) == need) {
+		int r = pmc_copy_to_bio(bio, pmc_meta_data(&pc->meta, slot),
+					first, need);
+
+		up_read(&st->lock);
+		atomic64_inc(&pc->st.read_hits);
+		if (r) {
+			atomic64_inc(&pc->st.media_errors);
+			bio->bi_status = BLK_STS_IOERR;
+		}
+		bio_endio(bio);
+		return DM_MAPIO_SUBMITTED;
+	}
+	/*
+	 * Partly cached: read the origin, then overlay the cached sectors as
+	 * they are when the read completes.  The stripe stays pinned so that
+	 * the block cannot be evicted (and its origin copy be older than what
+	 * the read saw) in between.
+	 */
+	atomic_inc(&st->pinned);
+	up_read(&st->lock);
+	atomic64_inc(&pc->st.read_partial);
+
+	clone = bio_alloc_clone(pc->origin->bdev, bio, GFP_NOIO,
+				&pc->read_bioset);
+	rio = container_of(clone, struct pmc_read_io, clone);
+	rio->pc = pc;
+	rio->orig = bio;
+	rio->st = st;
+	clone->bi_end_io = pmc_read_clone_endio;
+	submit_bio_noacct(clone);
+	return DM_MAPIO_SUBMITTED;
+}
+
+/* ---- writes ----------------------------------------------------------- */
+
+static int pmc_map_write(struct pmemcache *pc, struct bio *bio)
+{
+	u64 oblock = pmc_sector_to_block(pc, bio->bi_iter.bi_sector);
+	struct pmc_stripe *st = pmc_stripe_of(pc, oblock);
+	u32 first, mask = pmc_bio_mask(pc, bio, &first);
+	struct pmc_fill fill = { .bio = bio, .first = first };
+	u32 slot, old, freed, epoch;
+	u64 ov;
+	int r;
+
+	if (READ_ONCE(pc->cleaner)) {
+		/* No new blocks: write around, unless the block is cached. */
+		bool around;
+
+		/*
+		 * Not while an older copy is still being written back: it
+		 * could reach the origin after this write.
+		 */
+		down_read(&st->lock);
+		around = pmc_index_lookup(&pc->idx, oblock) == PMC_NO_SLOT &&
+			 !pmc_index_inflight(&pc->idx, oblock);
+		up_read(&st->lock);
+		if (around) {
+			atomic64_inc(&pc->st.write_around);
+			/*
+			 * FUA: a later REQ_PREFLUSH completes at pmem speed
+			 * and never flushes the origin.
+			 */
+			bio->bi_opf |= REQ_FUA;
+			bio_set_dev(bio, pc->origin->bdev);
+			return DM_MAPIO_REMAPPED;
+		}
+	}
+
+	slot = pmc_alloc_slot(pc);
+	epoch = atomic_read(&pc->epoch) & 3;
+
+	down_write(&st->lock);
+	old = pmc_index_lookup(&pc->idx, oblock);
+	ov = old != PMC_NO_SLOT ? pc->idx.slot[old] : 0;
+	r = pmc_meta_write_block(&pc->meta, &pc->idx, oblock, mask, slot, epoch,
+				 pmc_fill_from_bio, &fill, &freed);
+	if (!r) {
+		if (old != PMC_NO_SLOT &&
+		    (pmc_slot_flags(ov) & PMC_SF_DIRTY)) {
+			atomic64_dec(&pc->epoch_dirty[pmc_slot_epoch(ov)]);
+			atomic64_dec(&pc->n_dirty);
+		}
+		atomic64_inc(&pc->epoch_dirty[epoch]);
+		atomic64_inc(&pc->n_dirty);
+	}
+	up_write(&st->lock);
+
+	if (r) {
+		pmc_free_slots(pc, &slot, 1);
+		atomic64_inc(&pc->st.media_errors);
+		bio_io_error(bio);
+		return DM_MAPIO_SUBMITTED;
+	}
+	if (freed != PMC_NO_SLOT)
+		pmc_free_slots(pc, &freed, 1);
+	atomic64_inc(old != PMC_NO_SLOT ? &pc->st.write_hits : &pc->st.write_new);
+	pmc_writeback_check_watermark(pc);
+	bio_endio(bio);
+	return DM_MAPIO_SUBMITTED;
+}
+
+/* ---- discards --------------------------------------------------------- */
+
+static void pmc_drop_one(struct pmemcache *pc, u64 oblock, u32 *freed,
+			 unsigned int *nf)
+{
+	struct pmc_stripe *st = pmc_stripe_of(pc, oblock);
+	u32 slot, f;
+	u64 v;
+
+	down_write(&st->lock);
+	slot = pmc_index_lookup(&pc->idx, oblock);
+	if (slot != PMC_NO_SLOT) {
+		v = pc->idx.slot[slot];
+		if (pmc_slot_flags(v) & PMC_SF_DIRTY) {
+			atomic64_dec(&pc->epoch_dirty[pmc_slot_epoch(v)]);
+			atomic64_dec(&pc->n_dirty);
+		}
+		pmc_meta_drop_block(&pc->meta, &pc->idx, oblock, &f);
+		if (f != PMC_NO_SLOT)
+			freed[(*nf)++] = f;
+	}
+	up_write(&st->lock);
+}
+
+static void pmc_drop_flush(struct pmemcache *pc, u32 *freed, unsigned int *nf)
+{
+	/* Records durably FREE before the slots can be reused. */
+	pmc_meta_fence(PMC_P_FREE);
+	pmc_free_slots(pc, freed, *nf);
+	*nf = 0;
+}
+
+/*
+ * Drop the cached copies of the blocks that the discard covers entirely
+ * (a discard leaves the contents undefined, so a partly covered block
+ * keeps its data), then pass the discard down.
+ */
+static int pmc_map_discard(struct pmemcache *pc, struct bio *bio)
+{
+	u32 spb = 1U << pc->spb_shift;
+	sector_t start = bio->bi_iter.bi_sector;
+	sector_t end = bio_end_sector(bio);
+	u64 first = pmc_sector_to_block(pc, start + spb - 1);
+	u64 last = pmc_sector_to_block(pc, end);
+	u32 freed[64];
+	unsigned int nf = 0;
+	u64 ob, s;
+
+	atomic64_inc(&pc->st.discards);
+	if (last > first && last - first > pc->meta.n_blocks) {
+		/* Huge range: walk the cache instead of the range. */
+		for (s = 0; s < pc->meta.n_blocks; s++) {
+			u64 v = READ_ONCE(pc->idx.slot[s]);
+
+			if (!(pmc_slot_flags(v) & PMC_SF_USED) ||
+			    pmc_slot_oblock(v) < first ||
+			    pmc_slot_oblock(v) >= last)
+				continue;
+			pmc_drop_one(pc, pmc_slot_oblock(v), freed, &nf);
+			if (nf == ARRAY_SIZE(freed))
+				pmc_drop_flush(pc, freed, &nf);
+			if (!(s & 4095))
+				cond_resched();
+		}
+	} else {
+		for (ob = first; ob < last; ob++) {
+			pmc_drop_one(pc, ob, freed, &nf);
+			if (nf == ARRAY_SIZE(freed))
+				pmc_drop_flush(pc, freed, &nf);
+			if (!((ob - first) & 4095))
+				cond_resched();
+		}
+	}
+	pmc_drop_flush(pc, freed, &nf);
+
+	if (bdev_max_discard_sectors(pc->origin->bdev)) {
+		bio_set_dev(bio, pc->origin->bdev);
+		return DM_MAPIO_REMAPPED;
+	}
+	bio_endio(bio);
+	return DM_MAPIO_SUBMITTED;
+}
+
+int pmc_map(struct dm_target *ti, struct bio *bio)
+{
+	struct pmemcache *pc = ti->private;
+
+	bio->bi_iter.bi_sector = dm_target_offset(ti, bio->bi_iter.bi_sector);
+
+	if (bio->bi_opf & REQ_PREFLUSH) {
+		/*
+		 * Everything acknowledged is already durable in pmem; the
+		 * fence orders this flush after it.  Writeback and write
+		 * around use FUA, so the origin needs no flush either.
+		 */
+		pmem_wmb();
+		atomic64_inc(&pc->st.flushes);
+		if (!bio_sectors(bio)) {
+			bio_endio(bio);
+			return DM_MAPIO_SUBMITTED;
+		}
+	}
+
+	switch (bio_op(bio)) {
+	case REQ_OP_READ:
+		return pmc_map_read(pc, bio);
+	case REQ_OP_WRITE:
+		return pmc_map_write(pc, bio);
+	case REQ_OP_DISCARD:
+		return pmc_map_discard(pc, bio);
+	default:
+		return DM_MAPIO_KILL;
+	}
+}
+
+size_t pmc_read_front_pad(void)
+{
+	return offsetof(struct pmc_read_io, clone);
+}

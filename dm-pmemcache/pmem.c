@@ -1,0 +1,113 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * dm-pmemcache: claim the pmem namespace and identify the origin.
+ *
+ * A raw NFIT namespace has no struct page and is not in the direct map:
+ * its memory is reached only through the kaddr that dax_direct_access()
+ * returns (an ioremap_cache mapping) and its pfns.  Never use
+ * page_address(), virt_to_page() or kmap() on it.
+ */
+#include <linux/major.h>
+#include <linux/blkdev.h>
+#include <linux/uaccess.h>
+
+#include "pmemcache.h"
+#include "md.h"
+
+int pmc_copy_from_pmem(void *dst, const void *src, size_t len)
+{
+	return copy_mc_to_kernel(dst, src, len) ? -EIO : 0;
+}
+
+int pmc_pmem_claim(struct pmemcache *pc, char **error)
+{
+	struct block_device *bdev = pc->pmem_dev->bdev;
+	u64 start_off = 0;
+	long pages, da;
+	void *kaddr;
+	pfn_t pfn;
+	int id;
+
+	pc->pmem_bytes = bdev_nr_bytes(bdev);
+	pages = pc->pmem_bytes >> PAGE_SHIFT;
+	pc->pmem_bytes = (u64)pages << PAGE_SHIFT;
+	if (!pages) {
+		*error = "pmem device is empty";
+		return -EINVAL;
+	}
+	pc->dax = pmc_dax_get(bdev, &start_off, &pc->dax_owned);
+	if (!pc->dax) {
+		*error = "pmem device is not a DAX-capable pmem namespace";
+		return -EINVAL;
+	}
+	if (!dax_synchronous(pc->dax)) {
+		*error = "pmem device is not synchronous (CPU flushes do not make it persistent)";
+		goto err;
+	}
+	if (start_off & ~PAGE_MASK) {
+		*error = "pmem partition is not page aligned";
+		goto err;
+	}
+
+	id = dax_read_lock();
+	da = dax_direct_access(pc->dax, start_off >> PAGE_SHIFT, pages,
+			       DAX_ACCESS, &kaddr, &pfn);
+	if (da == -EIO) {
+		/*
+		 * Known badblocks somewhere in the namespace.  The mapping is
+		 * still linear; reads of poisoned lines fail in
+		 * copy_mc_to_kernel() and give -EIO for that I/O.
+		 */
+		da = dax_direct_access(pc->dax, start_off >> PAGE_SHIFT, 1,
+				       DAX_RECOVERY_WRITE, &kaddr, &pfn);
+		if (da > 0) {
+			DMWARN("%s: pmem has known badblocks", pc->pmem_dev->name);
+			da = pages;
+		}
+	}
+	dax_read_unlock(id);
+	if (da < 0) {
+		*error = "dax_direct_access failed on the pmem device";
+		goto err;
+	}
+	if (da < pages) {
+		*error = "pmem device is not one linear mapping";
+		goto err;
+	}
+	pc->kaddr = kaddr;
+	pc->pfn = pfn;
+	return 0;
+err:
+	pmc_pmem_release(pc);
+	return -EINVAL;
+}
+
+void pmc_pmem_release(struct pmemcache *pc)
+{
+	if (pc->dax && pc->dax_owned)
+		put_dax(pc->dax);
+	pc->dax = NULL;
+	pc->kaddr = NULL;
+}
+
+/*
+ * Identity of the origin recorded in the superblock: its size, and for an
+ * md array its UUID (the one mdadm --detail prints), so that a table that
+ * names another array is refused even if it has the same size.
+ */
+int pmc_origin_identity(struct pmemcache *pc, struct pmc_origin_id *oid)
+{
+	struct block_device *bdev = pc->origin->bdev;
+
+	memset(oid, 0, sizeof(*oid));
+	oid->sectors = bdev_nr_sectors(bdev);
+	oid->kind = PMC_ORIGIN_ID_NONE;
+	if (bdev->bd_disk->major == MD_MAJOR && bdev->bd_disk->private_data) {
+		struct mddev *mddev = bdev->bd_disk->private_data;
+
+		memcpy(oid->uuid, mddev->uuid, sizeof(oid->uuid));
+		oid->uuid[15] ^= bdev->bd_partno;
+		oid->kind = PMC_ORIGIN_ID_MD;
+	}
+	return 0;
+}

@@ -1,0 +1,168 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * dm-pmemcache: write-back cache on pfn-only persistent memory.
+ * Shared declarations of the kernel module (not of the metadata code).
+ */
+#ifndef DM_PMEMCACHE_H
+#define DM_PMEMCACHE_H
+
+#include <linux/device-mapper.h>
+#include <linux/bio.h>
+#include <linux/dax.h>
+#include <linux/pfn_t.h>
+#include <linux/mempool.h>
+#include <linux/rwsem.h>
+#include <linux/spinlock.h>
+#include <linux/wait.h>
+#include <linux/workqueue.h>
+
+#include "pmc_meta.h"
+
+#define DM_MSG_PREFIX "pmemcache"
+
+#define PMC_NR_STRIPES		256
+#define PMC_DEF_HIGH_WM		50
+#define PMC_DEF_LOW_WM		45
+#define PMC_DEF_WB_JOBS		1024
+#define PMC_MAX_WB_BATCH	256
+
+enum pmc_route {
+	PMC_ROUTE_AUTO,		/* pfn bios if bdev_pfn(origin), else bounce */
+	PMC_ROUTE_PFN,		/* pfn bios only (refused if not supported) */
+	PMC_ROUTE_BOUNCE,	/* always through DRAM pages */
+};
+
+/* Index stripe: serialises a set of hash chains and their slots. */
+struct pmc_stripe {
+	struct rw_semaphore lock;
+	atomic_t pinned;	/* partial-hit reads in flight: no eviction */
+} ____cacheline_aligned_in_smp;
+
+struct pmc_stats {
+	atomic64_t read_hits;
+	atomic64_t read_partial;
+	atomic64_t read_misses;
+	atomic64_t write_hits;
+	atomic64_t write_new;
+	atomic64_t write_around;
+	atomic64_t discards;
+	atomic64_t flushes;
+	atomic64_t wb_pfn_blocks;
+	atomic64_t wb_pfn_bytes;
+	atomic64_t wb_bounce_blocks;
+	atomic64_t wb_bounce_bytes;
+	atomic64_t wb_errors;
+	atomic64_t wb_notsupp;
+	atomic64_t media_errors;
+};
+
+struct pmemcache {
+	struct dm_target *ti;
+	struct dm_dev *origin;
+	struct dm_dev *pmem_dev;
+
+	/* pmem.c */
+	struct dax_device *dax;
+	bool dax_owned;
+	u8 *kaddr;		/* namespace byte 0, ioremap'ed, no struct page */
+	pfn_t pfn;		/* pfn of namespace byte 0 */
+	u64 pmem_bytes;
+
+	struct pmc_meta meta;
+	struct pmc_index idx;
+	struct pmc_stripe *stripes;
+
+	spinlock_t free_lock;		/* idx free list, idx.n_free */
+	wait_queue_head_t free_wait;
+	struct mutex evict_lock;	/* one evictor at a time, evict_hand */
+	u32 evict_hand;
+
+	/* table */
+	u32 block_size;
+	u32 spb_shift;		/* log2(sectors per block) */
+	unsigned int high_wm, low_wm;
+	unsigned int wb_jobs;
+	unsigned int max_age_ms;
+	enum pmc_route route;
+	bool flush_on_suspend;
+	bool cleaner;
+	bool format;		/* one-shot: not shown in the table */
+	bool set_high_wm, set_low_wm, set_wb_jobs;
+
+	/* state */
+	atomic64_t n_dirty;
+	atomic64_t epoch_dirty[4];
+	atomic_t epoch;
+
+	/* writeback.c */
+	struct workqueue_struct *wq;
+	struct delayed_work wb_work;
+	struct work_struct endio_work;
+	struct delayed_work age_work;
+	spinlock_t endio_lock;		/* endio_list */
+	struct list_head endio_list;
+	atomic_t wb_inflight;	/* blocks */
+	wait_queue_head_t wb_wait;
+	u32 wb_hand;
+	bool wb_latched;	/* above high watermark until below low */
+	bool flush_all;
+	bool age_pending;
+	bool starved;
+	bool suspended;
+	bool pfn_capable;	/* bdev_pfn(origin) at the last ctr/resume */
+	bool pfn_failed;	/* a pfn bio completed with BLK_STS_NOTSUPP */
+	struct bio_set wb_bioset;
+	struct bio_set read_bioset;
+	mempool_t *page_pool;
+
+	struct pmc_stats st;
+};
+
+static inline u64 pmc_sector_to_block(struct pmemcache *pc, sector_t s)
+{
+	return s >> pc->spb_shift;
+}
+
+static inline struct pmc_stripe *pmc_stripe_of(struct pmemcache *pc,
+					       u64 oblock)
+{
+	return &pc->stripes[pmc_index_bucket(&pc->idx, oblock) &
+			    (PMC_NR_STRIPES - 1)];
+}
+
+/* pmem.c */
+int pmc_pmem_claim(struct pmemcache *pc, char **error);
+void pmc_pmem_release(struct pmemcache *pc);
+int pmc_origin_identity(struct pmemcache *pc, struct pmc_origin_id *oid);
+int pmc_copy_from_pmem(void *dst, const void *src, size_t len);
+
+/* pfnio.c: everything that needs the pfn I/O core patches */
+bool pmc_pfn_io_available(void);
+struct dax_device *pmc_dax_get(struct block_device *bdev, u64 *start_off,
+			       bool *owned);
+bool pmc_origin_takes_pfn(struct pmemcache *pc);
+int pmc_bio_add_pmem(struct pmemcache *pc, struct bio *bio, u32 slot,
+		     u32 offset, u32 len);
+
+/* index helpers (io.c) */
+u32 pmc_alloc_slot(struct pmemcache *pc);
+void pmc_free_slots(struct pmemcache *pc, const u32 *slots, unsigned int n);
+unsigned int pmc_evict_clean(struct pmemcache *pc, unsigned int want);
+
+/* io.c */
+int pmc_map(struct dm_target *ti, struct bio *bio);
+size_t pmc_read_front_pad(void);
+
+/* writeback.c */
+int pmc_writeback_init(struct pmemcache *pc);
+void pmc_writeback_exit(struct pmemcache *pc);
+void pmc_writeback_kick(struct pmemcache *pc);
+void pmc_writeback_stop(struct pmemcache *pc);
+void pmc_writeback_start(struct pmemcache *pc);
+int pmc_writeback_all(struct pmemcache *pc);
+void pmc_writeback_check_watermark(struct pmemcache *pc);
+
+/* recovery.c */
+int pmc_recover(struct pmemcache *pc, char **error);
+
+#endif /* DM_PMEMCACHE_H */

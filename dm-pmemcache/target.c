@@ -1,0 +1,449 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * dm-pmemcache: a write-back cache in persistent memory without struct
+ * page (a raw NFIT namespace) in front of an origin such as md RAID.
+ *
+ * Table:
+ *   pmemcache <origin_dev> <pmem_dev> <block_size> [<#feature args> <feature>...]
+ * See docs/dm-pmemcache.rst.  This file: constructor, destructor, status,
+ * messages, suspend and resume.
+ */
+#include <linux/module.h>
+#include <linux/init.h>
+#include <linux/blkdev.h>
+
+#include "pmemcache.h"
+
+#define PMC_OPT_HIGH_WM		"high_watermark"
+#define PMC_OPT_LOW_WM		"low_watermark"
+#define PMC_OPT_WB_JOBS		"writeback_jobs"
+#define PMC_OPT_MAX_AGE		"max_age"
+#define PMC_OPT_WRITEBACK	"writeback"
+#define PMC_OPT_FLUSH_SUSPEND	"flush_on_suspend"
+#define PMC_OPT_CLEANER		"cleaner"
+#define PMC_OPT_FORMAT		"format"
+
+/* Words of all features together: 5 with a value, 3 without. */
+#define PMC_MAX_FEATURE_ARGS	13
+
+static const char *pmc_route_name(enum pmc_route r)
+{
+	switch (r) {
+	case PMC_ROUTE_PFN:
+		return "pfn";
+	case PMC_ROUTE_BOUNCE:
+		return "bounce";
+	default:
+		return "auto";
+	}
+}
+
+static int pmc_parse_features(struct pmemcache *pc, struct dm_arg_set *as,
+			      char **error)
+{
+	static const struct dm_arg _args[] = {
+		{0, PMC_MAX_FEATURE_ARGS, "Invalid number of feature arguments"},
+		{0, 100, "Invalid high_watermark (0-100)"},
+		{0, 100, "Invalid low_watermark (0-100)"},
+		{1, 65536, "Invalid writeback_jobs (1-65536)"},
+		{1, 86400000, "Invalid max_age (1-86400000 ms)"},
+	};
+	unsigned int argc, v;
+	const char *name;
+	int r;
+
+	if (!as->argc)
+		return 0;
+	r = dm_read_arg_group(_args, as, &argc, error);
+	if (r)
+		return -EINVAL;
+
+	while (argc) {
+		name = dm_shift_arg(as);
+		argc--;
+
+		if (!strcasecmp(name, PMC_OPT_FLUSH_SUSPEND)) {
+			pc->flush_on_suspend = true;
+			continue;
+		}
+		if (!strcasecmp(name, PMC_OPT_CLEANER)) {
+			pc->cleaner = true;
+			continue;
+		}
+		if (!strcasecmp(name, PMC_OPT_FORMAT)) {
+			pc->format = true;
+			continue;
+		}
+		if (!argc) {
+			*error = "Feature argument is missing its value";
+			return -EINVAL;
+		}
+		if (!strcasecmp(name, PMC_OPT_WRITEBACK)) {
+			const char *m = dm_shift_arg(as);
+
+			argc--;
+			if (!strcasecmp(m, "pfn")) {
+				pc->route = PMC_ROUTE_PFN;
+			} else if (!strcasecmp(m, "bounce")) {
+				pc->route = PMC_ROUTE_BOUNCE;
+			} else if (!strcasecmp(m, "auto")) {
+				pc->route = PMC_ROUTE_AUTO;
+			} else {
+				*error = "Invalid writeback mode (pfn, bounce or auto)";
+				return -EINVAL;
+			}
+			continue;
+		}
+		if (!strcasecmp(name, PMC_OPT_HIGH_WM)) {
+			r = dm_read_arg(&_args[1], as, &v, error);
+			pc->high_wm = v;
+			pc->set_high_wm = true;
+		} else if (!strcasecmp(name, PMC_OPT_LOW_WM)) {
+			r = dm_read_arg(&_args[2], as, &v, error);
+			pc->low_wm = v;
+			pc->set_low_wm = true;
+		} else if (!strcasecmp(name, PMC_OPT_WB_JOBS)) {
+			r = dm_read_arg(&_args[3], as, &v, error);
+			pc->wb_jobs = v;
+			pc->set_wb_jobs = true;
+		} else if (!strcasecmp(name, PMC_OPT_MAX_AGE)) {
+			r = dm_read_arg(&_args[4], as, &v, error);
+			pc->max_age_ms = v;
+		} else {
+			*error = "Unrecognised feature argument";
+			return -EINVAL;
+		}
+		if (r)
+			return -EINVAL;
+		argc--;
+	}
+	if (pc->low_wm > pc->high_wm) {
+		*error = "low_watermark is above high_watermark";
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static void pmc_dtr(struct dm_target *ti)
+{
+	struct pmemcache *pc = ti->private;
+
+	if (pc->wq)
+		pmc_writeback_stop(pc);
+	if (pc->kaddr)
+		pmem_wmb();
+	pmc_writeback_exit(pc);
+	bioset_exit(&pc->read_bioset);
+	pmc_index_destroy(&pc->idx);
+	pmc_pmem_release(pc);
+	kvfree(pc->stripes);
+	if (pc->pmem_dev)
+		dm_put_device(ti, pc->pmem_dev);
+	if (pc->origin)
+		dm_put_device(ti, pc->origin);
+	kfree(pc);
+}
+
+static int pmc_ctr(struct dm_target *ti, unsigned int argc, char **argv)
+{
+	struct dm_arg_set as = { .argc = argc, .argv = argv };
+	struct pmemcache *pc;
+	unsigned int bs, i;
+	char dummy;
+	int r;
+
+	if (argc < 3) {
+		ti->error = "Not enough arguments (need origin_dev pmem_dev block_size)";
+		return -EINVAL;
+	}
+	pc = kzalloc(sizeof(*pc), GFP_KERNEL);
+	if (!pc) {
+		ti->error = "Cannot allocate the cache context";
+		return -ENOMEM;
+	}
+	ti->private = pc;
+	pc->ti = ti;
+	pc->high_wm = PMC_DEF_HIGH_WM;
+	pc->low_wm = PMC_DEF_LOW_WM;
+	pc->wb_jobs = PMC_DEF_WB_JOBS;
+	pc->route = PMC_ROUTE_AUTO;
+	spin_lock_init(&pc->free_lock);
+	init_waitqueue_head(&pc->free_wait);
+	mutex_init(&pc->evict_lock);
+
+	r = dm_get_device(ti, dm_shift_arg(&as), dm_table_get_mode(ti->table),
+			  &pc->origin);
+	if (r) {
+		ti->error = "Origin device lookup failed";
+		goto bad;
+	}
+	r = dm_get_device(ti, dm_shift_arg(&as), dm_table_get_mode(ti->table),
+			  &pc->pmem_dev);
+	if (r) {
+		ti->error = "pmem device lookup failed";
+		goto bad;
+	}
+	r = -EINVAL;
+	if (pc->origin->bdev == pc->pmem_dev->bdev) {
+		ti->error = "Origin and pmem device are the same device";
+		goto bad;
+	}
+	if (sscanf(dm_shift_arg(&as), "%u%c", &bs, &dummy) != 1 ||
+	    bs < PMC_MIN_BLOCK_SIZE || bs > PMC_MAX_BLOCK_SIZE ||
+	    !is_power_of_2(bs)) {
+		ti->error = "Invalid block size (power of two, 512-4096)";
+		goto bad;
+	}
+	if (bs < bdev_logical_block_size(pc->origin->bdev)) {
+		ti->error = "Block size is smaller than the origin's logical block size";
+		goto bad;
+	}
+	pc->block_size = bs;
+	pc->spb_shift = ilog2(bs >> SECTOR_SHIFT);
+
+	r = pmc_parse_features(pc, &as, &ti->error);
+	if (r)
+		goto bad;
+	r = -EINVAL;
+	if (ti->begin + ti->len > bdev_nr_sectors(pc->origin->bdev)) {
+		ti->error = "Target is larger than the origin device";
+		goto bad;
+	}
+	if ((bdev_nr_sectors(pc->origin->bdev) >> pc->spb_shift) > PMC_OBLOCK_MAX) {
+		ti->error = "Origin device is too large";
+		goto bad;
+	}
+	if (pc->route == PMC_ROUTE_PFN && !pmc_origin_takes_pfn(pc)) {
+		ti->error = "writeback pfn: the origin does not take page-less bios";
+		goto bad;
+	}
+
+	r = pmc_pmem_claim(pc, &ti->error);
+	if (r)
+		goto bad;
+	r = pmc_recover(pc, &ti->error);
+	if (r)
+		goto bad;
+
+	r = -ENOMEM;
+	pc->stripes = kvcalloc(PMC_NR_STRIPES, sizeof(*pc->stripes), GFP_KERNEL);
+	if (!pc->stripes) {
+		ti->error = "Cannot allocate index locks";
+		goto bad;
+	}
+	for (i = 0; i < PMC_NR_STRIPES; i++) {
+		init_rwsem(&pc->stripes[i].lock);
+		atomic_set(&pc->stripes[i].pinned, 0);
+	}
+	r = bioset_init(&pc->read_bioset, BIO_POOL_SIZE, pmc_read_front_pad(), 0);
+	if (r) {
+		ti->error = "Cannot allocate the read bioset";
+		goto bad;
+	}
+	r = pmc_writeback_init(pc);
+	if (r) {
+		ti->error = "Cannot allocate the writeback context";
+		goto bad;
+	}
+
+	r = dm_set_target_max_io_len(ti, 1U << pc->spb_shift);
+	if (r)
+		goto bad;
+	ti->num_flush_bios = 1;
+	ti->flush_supported = true;
+	ti->num_discard_bios = 1;
+	ti->discards_supported = true;
+	return 0;
+bad:
+	pmc_dtr(ti);
+	return r;
+}
+
+static void pmc_status(struct dm_target *ti, status_type_t type,
+		       unsigned int status_flags, char *result,
+		       unsigned int maxlen)
+{
+	struct pmemcache *pc = ti->private;
+	struct pmc_stats *s = &pc->st;
+	unsigned int sz = 0, nf;
+	u64 n = pc->meta.n_blocks, ram10;
+	u64 dirty = atomic64_read(&pc->n_dirty);
+	u64 nfree = READ_ONCE(pc->idx.n_free);
+
+	switch (type) {
+	case STATUSTYPE_INFO:
+		ram10 = div64_u64(pmc_index_ram_bytes(&pc->idx) * 10 + n - 1, n);
+		DMEMIT("%llu %llu %llu %llu ", n, dirty, nfree,
+		       n - nfree - min(n - nfree, dirty));
+		DMEMIT("%lld %lld %lld ", atomic64_read(&s->read_hits),
+		       atomic64_read(&s->read_partial),
+		       atomic64_read(&s->read_misses));
+		DMEMIT("%lld %lld %lld %lld %lld ", atomic64_read(&s->write_hits),
+		       atomic64_read(&s->write_new),
+		       atomic64_read(&s->write_around),
+		       atomic64_read(&s->discards), atomic64_read(&s->flushes));
+		DMEMIT("%lld %lld %lld %lld ", atomic64_read(&s->wb_pfn_blocks),
+		       atomic64_read(&s->wb_pfn_bytes),
+		       atomic64_read(&s->wb_bounce_blocks),
+		       atomic64_read(&s->wb_bounce_bytes));
+		DMEMIT("%lld %lld %lld ", atomic64_read(&s->wb_errors),
+		       atomic64_read(&s->wb_notsupp),
+		       atomic64_read(&s->media_errors));
+		DMEMIT("%llu.%llu %s %s", ram10 / 10, ram10 % 10,
+		       pc->route == PMC_ROUTE_BOUNCE || !pc->pfn_capable ||
+		       READ_ONCE(pc->pfn_failed) ? "bounce" : "pfn",
+		       READ_ONCE(pc->cleaner) ? "cleaner" : "-");
+		break;
+	case STATUSTYPE_TABLE:
+		DMEMIT("%s %s %u", pc->origin->name, pc->pmem_dev->name,
+		       pc->block_size);
+		nf = (pc->set_high_wm ? 2 : 0) + (pc->set_low_wm ? 2 : 0) +
+		     (pc->set_wb_jobs ? 2 : 0) + (pc->max_age_ms ? 2 : 0) +
+		     (pc->route != PMC_ROUTE_AUTO ? 2 : 0) +
+		     pc->flush_on_suspend + READ_ONCE(pc->cleaner);
+		if (!nf)
+			break;
+		DMEMIT(" %u", nf);
+		if (pc->set_high_wm)
+			DMEMIT(" " PMC_OPT_HIGH_WM " %u", pc->high_wm);
+		if (pc->set_low_wm)
+			DMEMIT(" " PMC_OPT_LOW_WM " %u", pc->low_wm);
+		if (pc->set_wb_jobs)
+			DMEMIT(" " PMC_OPT_WB_JOBS " %u", pc->wb_jobs);
+		if (pc->max_age_ms)
+			DMEMIT(" " PMC_OPT_MAX_AGE " %u", pc->max_age_ms);
+		if (pc->route != PMC_ROUTE_AUTO)
+			DMEMIT(" " PMC_OPT_WRITEBACK " %s", pmc_route_name(pc->route));
+		if (pc->flush_on_suspend)
+			DMEMIT(" " PMC_OPT_FLUSH_SUSPEND);
+		if (READ_ONCE(pc->cleaner))
+			DMEMIT(" " PMC_OPT_CLEANER);
+		break;
+	case STATUSTYPE_IMA:
+		*result = '\0';
+		break;
+	}
+}
+
+static void pmc_clear_stats(struct pmemcache *pc)
+{
+	struct pmc_stats *s = &pc->st;
+
+	atomic64_set(&s->read_hits, 0);
+	atomic64_set(&s->read_partial, 0);
+	atomic64_set(&s->read_misses, 0);
+	atomic64_set(&s->write_hits, 0);
+	atomic64_set(&s->write_new, 0);
+	atomic64_set(&s->write_around, 0);
+	atomic64_set(&s->discards, 0);
+	atomic64_set(&s->flushes, 0);
+	atomic64_set(&s->wb_pfn_blocks, 0);
+	atomic64_set(&s->wb_pfn_bytes, 0);
+	atomic64_set(&s->wb_bounce_blocks, 0);
+	atomic64_set(&s->wb_bounce_bytes, 0);
+	atomic64_set(&s->wb_errors, 0);
+	atomic64_set(&s->wb_notsupp, 0);
+	atomic64_set(&s->media_errors, 0);
+}
+
+static int pmc_message(struct dm_target *ti, unsigned int argc, char **argv,
+		       char *result, unsigned int maxlen)
+{
+	struct pmemcache *pc = ti->private;
+
+	if (argc != 1) {
+		DMERR("message takes exactly one word: flush, clear_stats, cleaner or nocleaner");
+		return -EINVAL;
+	}
+	if (!strcasecmp(argv[0], "flush")) {
+		if (READ_ONCE(pc->suspended))
+			return -EBUSY;
+		return pmc_writeback_all(pc);
+	}
+	if (!strcasecmp(argv[0], "clear_stats")) {
+		pmc_clear_stats(pc);
+		return 0;
+	}
+	if (!strcasecmp(argv[0], "cleaner")) {
+		WRITE_ONCE(pc->cleaner, true);
+		pmc_writeback_kick(pc);
+		return 0;
+	}
+	if (!strcasecmp(argv[0], "nocleaner")) {
+		WRITE_ONCE(pc->cleaner, false);
+		return 0;
+	}
+	DMERR("unrecognised message '%.32s'", argv[0]);
+	return -EINVAL;
+}
+
+static void pmc_postsuspend(struct dm_target *ti)
+{
+	struct pmemcache *pc = ti->private;
+
+	if (pc->flush_on_suspend && pmc_writeback_all(pc))
+		DMWARN("flush_on_suspend: dirty blocks remain in pmem");
+	pmc_writeback_stop(pc);
+}
+
+static void pmc_resume(struct dm_target *ti)
+{
+	pmc_writeback_start(ti->private);
+}
+
+static int pmc_iterate_devices(struct dm_target *ti,
+			       iterate_devices_callout_fn fn, void *data)
+{
+	struct pmemcache *pc = ti->private;
+
+	return fn(ti, pc->origin, 0, ti->len, data);
+}
+
+static void pmc_io_hints(struct dm_target *ti, struct queue_limits *limits)
+{
+	struct pmemcache *pc = ti->private;
+
+	/* Only whole blocks are dropped on discard. */
+	limits->discard_granularity = max(limits->discard_granularity,
+					  pc->block_size);
+	if (!limits->max_discard_sectors)
+		limits->max_discard_sectors = UINT_MAX >> SECTOR_SHIFT;
+	if (!limits->max_hw_discard_sectors)
+		limits->max_hw_discard_sectors = UINT_MAX >> SECTOR_SHIFT;
+}
+
+static struct target_type pmemcache_target = {
+	.name = "pmemcache",
+	.version = {1, 0, 0},
+	.module = THIS_MODULE,
+	.ctr = pmc_ctr,
+	.dtr = pmc_dtr,
+	.map = pmc_map,
+	.status = pmc_status,
+	.message = pmc_message,
+	.postsuspend = pmc_postsuspend,
+	.resume = pmc_resume,
+	.iterate_devices = pmc_iterate_devices,
+	.io_hints = pmc_io_hints,
+};
+
+static int __init dm_pmemcache_init(void)
+{
+	int r = dm_register_target(&pmemcache_target);
+
+	if (r < 0)
+		DMERR("register failed %d", r);
+	return r;
+}
+
+static void __exit dm_pmemcache_exit(void)
+{
+	dm_unregister_target(&pmemcache_target);
+}
+
+module_init(dm_pmemcache_init);
+module_exit(dm_pmemcache_exit);
+
+MODULE_DESCRIPTION(DM_NAME " write-back cache on pfn-only persistent memory");
+MODULE_AUTHOR("dm-pmemcache developers");
+MODULE_LICENSE("GPL");
