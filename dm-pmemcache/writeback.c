@@ -458,7 +458,7 @@ int pmc_writeback_init(struct pmemcache *pc)
 	pc->wq = alloc_workqueue("dm-pmemcache", WQ_MEM_RECLAIM | WQ_UNBOUND, 0);
 	if (!pc->wq)
 		return -ENOMEM;
-	r = bioset_init(&pc->wb_bioset, BIO_POOL_SIZE, 0, 0);
+	r = bioset_init(&pc->wb_bioset, BIO_POOL_SIZE, 0, BIOSET_NEED_BVECS);
 	if (r)
 		return r;
 	pc->page_pool = mempool_create_page_pool(BIO_MAX_VECS, 0);
