@@ -87,6 +87,8 @@ struct pmemcache {
 	bool flush_on_suspend;
 	bool cleaner;
 	bool format;		/* one-shot: not shown in the table */
+	bool need_format;	/* blank namespace or 'format': at first resume */
+	bool loaded;		/* index rebuilt (first resume done) */
 	bool set_high_wm, set_low_wm, set_wb_jobs;
 
 	/* state */
@@ -163,6 +165,7 @@ int pmc_writeback_all(struct pmemcache *pc);
 void pmc_writeback_check_watermark(struct pmemcache *pc);
 
 /* recovery.c */
-int pmc_recover(struct pmemcache *pc, char **error);
+int pmc_load_check(struct pmemcache *pc, char **error);
+int pmc_load(struct pmemcache *pc);
 
 #endif /* DM_PMEMCACHE_H */

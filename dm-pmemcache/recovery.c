@@ -10,60 +10,81 @@
  */
 #include "pmemcache.h"
 
-int pmc_recover(struct pmemcache *pc, char **error)
+/*
+ * Constructor half: check the superblock (never writes).  A reload builds
+ * the new target while the old one still runs on the same pmem, so
+ * formatting and recovery wait for the first resume (pmc_load()), when the
+ * old target is suspended and quiet.
+ */
+int pmc_load_check(struct pmemcache *pc, char **error)
 {
 	struct pmc_origin_id oid;
-	struct pmc_recover_stats rs;
 	const char *why = NULL;
-	u64 n, i;
+	u64 n, off;
 	int r;
 
 	pmc_origin_identity(pc, &oid);
-	if (pc->format) {
-		r = -ENODATA;
-	} else {
+	pc->need_format = pc->format;
+	if (!pc->format) {
 		r = pmc_meta_open(&pc->meta, pc->kaddr, pc->pmem_bytes,
 				  pc->block_size, &oid, &why);
-		if (r && r != -ENODATA) {
+		if (r == -ENODATA) {
+			pc->need_format = true;
+		} else if (r) {
 			*error = (char *)why;
 			return -EINVAL;
 		}
 	}
-	if (r == -ENODATA) {
-		r = pmc_meta_format(&pc->meta, pc->kaddr, pc->pmem_bytes,
-				    pc->block_size, &oid);
-		if (r) {
+	if (pc->need_format) {
+		if (pmc_meta_geometry(pc->pmem_bytes, pc->block_size, &n, &off)) {
 			*error = "pmem device is too small for this block size";
 			return -EINVAL;
 		}
+		pc->meta.n_blocks = n;
+	}
+	r = pmc_index_init(&pc->idx, pc->meta.n_blocks);
+	if (r) {
+		*error = "Cannot allocate the in-RAM index";
+		return r;
+	}
+	return 0;
+}
+
+/* First resume: format if needed, then rebuild the index from pmem. */
+int pmc_load(struct pmemcache *pc)
+{
+	struct pmc_origin_id oid;
+	struct pmc_recover_stats rs;
+	u64 i;
+	int r;
+
+	if (pc->need_format) {
+		pmc_origin_identity(pc, &oid);
+		r = pmc_meta_format(&pc->meta, pc->kaddr, pc->pmem_bytes,
+				    pc->block_size, &oid);
+		if (r)
+			return r;
+		pc->need_format = false;
 		DMINFO("%s: formatted: %llu blocks of %u bytes",
 		       pc->pmem_dev->name, pc->meta.n_blocks, pc->block_size);
 	}
-
-	r = pmc_index_init(&pc->idx, pc->meta.n_blocks);
-	if (r) {
-		*error = "cannot allocate the in-RAM index";
-		return r;
-	}
 	r = pmc_meta_recover(&pc->meta, &pc->idx, &rs);
-	if (r) {
-		*error = "cannot read the cache metadata";
-		return -EIO;
-	}
+	if (r)
+		return r;
 
-	/* Counters of dirty blocks (all in the current epoch). */
+	/* Dirty blocks found on load all count as the current epoch. */
 	atomic64_set(&pc->n_dirty, rs.dirty);
 	for (i = 0; i < 4; i++)
 		atomic64_set(&pc->epoch_dirty[i], 0);
 	atomic64_set(&pc->epoch_dirty[0], rs.dirty);
 	atomic_set(&pc->epoch, 0);
-	n = pc->meta.n_blocks;
 	DMINFO("%s: loaded %llu blocks: %llu cached, %llu dirty",
-	       pc->pmem_dev->name, n, rs.live, rs.dirty);
+	       pc->pmem_dev->name, pc->meta.n_blocks, rs.live, rs.dirty);
 	DMINFO("%s: recovery: %llu superseded, %llu torn, %llu unreadable records",
 	       pc->pmem_dev->name, rs.superseded, rs.torn, rs.unreadable);
 	if (rs.unreadable)
 		DMERR("%s: %llu metadata records unreadable (media errors); their blocks are lost",
 		      pc->pmem_dev->name, rs.unreadable);
+	pc->loaded = true;
 	return 0;
 }

@@ -74,6 +74,14 @@ static int pmc_parse_features(struct pmemcache *pc, struct dm_arg_set *as,
 			pc->format = true;
 			continue;
 		}
+		if (strcasecmp(name, PMC_OPT_WRITEBACK) &&
+		    strcasecmp(name, PMC_OPT_HIGH_WM) &&
+		    strcasecmp(name, PMC_OPT_LOW_WM) &&
+		    strcasecmp(name, PMC_OPT_WB_JOBS) &&
+		    strcasecmp(name, PMC_OPT_MAX_AGE)) {
+			*error = "Unrecognised feature argument";
+			return -EINVAL;
+		}
 		if (!argc) {
 			*error = "Feature argument is missing its value";
 			return -EINVAL;
@@ -106,12 +114,9 @@ static int pmc_parse_features(struct pmemcache *pc, struct dm_arg_set *as,
 			r = dm_read_arg(&_args[3], as, &v, error);
 			pc->wb_jobs = v;
 			pc->set_wb_jobs = true;
-		} else if (!strcasecmp(name, PMC_OPT_MAX_AGE)) {
+		} else {
 			r = dm_read_arg(&_args[4], as, &v, error);
 			pc->max_age_ms = v;
-		} else {
-			*error = "Unrecognised feature argument";
-			return -EINVAL;
 		}
 		if (r)
 			return -EINVAL;
@@ -221,7 +226,7 @@ static int pmc_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	r = pmc_pmem_claim(pc, &ti->error);
 	if (r)
 		goto bad;
-	r = pmc_recover(pc, &ti->error);
+	r = pmc_load_check(pc, &ti->error);
 	if (r)
 		goto bad;
 
@@ -386,6 +391,19 @@ static void pmc_postsuspend(struct dm_target *ti)
 	pmc_writeback_stop(pc);
 }
 
+static int pmc_preresume(struct dm_target *ti)
+{
+	struct pmemcache *pc = ti->private;
+	int r;
+
+	if (pc->loaded)
+		return 0;
+	r = pmc_load(pc);
+	if (r)
+		DMERR("%s: cannot load the cache (%d)", pc->pmem_dev->name, r);
+	return r;
+}
+
 static void pmc_resume(struct dm_target *ti)
 {
 	pmc_writeback_start(ti->private);
@@ -422,6 +440,7 @@ static struct target_type pmemcache_target = {
 	.status = pmc_status,
 	.message = pmc_message,
 	.postsuspend = pmc_postsuspend,
+	.preresume = pmc_preresume,
 	.resume = pmc_resume,
 	.iterate_devices = pmc_iterate_devices,
 	.io_hints = pmc_io_hints,

@@ -1,0 +1,329 @@
+"""dm-pmemcache in the guest: data, routes, reload, refusal of bad metadata.
+
+Each test boots the guest once (or twice for reloads), builds md RAID on
+the virtio disks and puts the cache in front of it.
+
+pmem: with the core patches in the kernel (dax_get_by_bdev_nopage) the
+cache runs on the raw, page-less NFIT namespace as designed.  On a kernel
+without them the module can only reach struct-page pmem, so the tests turn
+the namespace into fsdax first (ndctl create-namespace -m fsdax -M mem)
+and expect bounce writeback everywhere.
+"""
+import re
+import subprocess
+
+import pytest
+
+from vm import KBUILD, KCACHE, REPO
+
+KSRC = KCACHE / "linux"
+MOD = REPO / "dm-pmemcache"
+
+
+def _tree_has(symbol, header):
+    try:
+        return symbol in (KSRC / header).read_text(errors="replace")
+    except OSError:
+        return False
+
+
+RAW_PMEM = _tree_has("dax_get_by_bdev_nopage", "include/linux/dax.h")
+PFN_IO = _tree_has("bio_add_pfn", "include/linux/bio.h")
+
+# Fields of `dmsetup status` after "<start> <len> pmemcache".
+STATUS_FIELDS = [
+    "blocks", "dirty", "free", "clean", "read_hits", "read_partial",
+    "read_misses", "write_hits", "write_new", "write_around", "discards",
+    "flushes", "wb_pfn_blocks", "wb_pfn_bytes", "wb_bounce_blocks",
+    "wb_bounce_bytes", "wb_errors", "wb_notsupp", "media_errors",
+    "ram_bytes_per_block", "route", "mode",
+]
+
+
+def parse_status(line):
+    words = line.split()
+    assert words[2] == "pmemcache", line
+    vals = dict(zip(STATUS_FIELDS, words[3:]))
+    for k, v in vals.items():
+        if k not in ("route", "mode", "ram_bytes_per_block"):
+            vals[k] = int(v)
+    vals["ram_bytes_per_block"] = float(vals["ram_bytes_per_block"])
+    return vals
+
+
+@pytest.fixture(scope="module", autouse=True)
+def pmemcache_module():
+    """Build dm-pmemcache.ko against the product kernel (W=1)."""
+    if not (KBUILD / "Module.symvers").exists():
+        pytest.skip("no kernel build at %s" % KBUILD)
+    proc = subprocess.run(["make", "-s", "-C", str(KSRC), "O=%s" % KBUILD,
+                           "CC=ccache gcc", "M=%s" % MOD, "W=1", "modules"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "warning:" not in proc.stderr, proc.stderr
+    assert (MOD / "dm-pmemcache.ko").exists()
+
+
+PRELUDE = r"""
+PMC_RAW=%(raw)d
+pmc_init() {
+	if [ $PMC_RAW = 0 ]; then
+		ndctl create-namespace -f -e namespace0.0 -m fsdax -M mem \
+			> /dev/null 2>&1 || die "ndctl fsdax"
+	fi
+	[ -b /dev/pmem0 ] || die "no /dev/pmem0"
+	insmod /lib/modules/extra/dm-pmemcache.ko || die insmod
+}
+
+# md_make MD LEVEL N FIRST: /dev/MD over N disks starting at vd<FIRST>
+md_make() {
+	md=$1 level=$2 n=$3 first=$4 devs= i=0 take=0
+	for l in a b c d e f; do
+		[ $l = $first ] && take=1
+		if [ $take = 1 ] && [ $i -lt $n ]; then
+			devs="$devs /dev/vd$l"
+			i=$((i + 1))
+		fi
+	done
+	chunk=
+	[ $level = raid1 ] || chunk=--chunk=64
+	# shellcheck disable=SC2086
+	mdadm --create /dev/$md --run --quiet --metadata=1.2 --assume-clean \
+		--level=$level --raid-devices=$n $chunk $devs 2>&1 ||
+		die "mdadm --create $md $level"
+	[ -b /dev/$md ] || die "no /dev/$md"
+}
+
+pmc_table() {
+	echo "0 $(blockdev --getsz /dev/$1) pmemcache /dev/$1 /dev/pmem0 4096 $2"
+}
+
+status() { echo "STATUS$1=$(dmsetup status pc)"; }
+
+# fio_job NAME DEV ARGS...: verified write job (same args later verify)
+fio_job() {
+	name=$1 dev=$2
+	shift 2
+	[ -b "$dev" ] || die "$dev is not a block device"
+	fio --name=$name --filename="$dev" --direct=1 --ioengine=psync \
+		--verify=crc32c --verify_fatal=1 --do_verify=1 "$@" \
+		--output-format=terse > /tmp/fio.$name 2>&1 ||
+		{ cat /tmp/fio.$name; die "fio $name on $dev"; }
+	echo "FIO_OK=$name"
+}
+
+fio_check() {
+	name=$1 dev=$2
+	shift 2
+	fio --name=$name --filename="$dev" --direct=1 --ioengine=psync \
+		--verify=crc32c --verify_fatal=1 --verify_only=1 "$@" \
+		--output-format=terse > /tmp/fiov.$name 2>&1 ||
+		{ cat /tmp/fiov.$name; die "fio verify-only $name on $dev"; }
+	echo "VERIFY_OK=$name"
+}
+""" % {"raw": 1 if RAW_PMEM else 0}
+
+# Job parameters, reused for the verify-only pass on the bare md device.
+JOB_RAND = "--rw=randwrite --bsrange=512-64k --size=40m --offset=0"
+JOB_SEQ = "--rw=write --bsrange=512-1m --size=40m --offset=0"
+JOB_SMALL = "--rw=randwrite --bs=4k --size=16m --offset=64m"
+JOB_RW = "--rw=randrw --bs=512 --size=4m --offset=96m"
+
+
+def run(vm, body, **kw):
+    kw.setdefault("timeout", 900)
+    return vm.run(PRELUDE + body, **kw)
+
+
+@pytest.mark.parametrize("level,disks", [("raid1", 2), ("raid10", 4), ("raid5", 4)])
+def test_fio_verify_through_cache_then_on_origin(vm, level, disks):
+    res = run(vm, """
+pmc_init
+md_make md0 %(level)s %(disks)d a
+# Low watermarks: writeback runs during the whole test, so writes,
+# overwrites and partial blocks race with it.
+dm_create pc "$(pmc_table md0 '4 high_watermark 1 low_watermark 0')" || die create
+echo "LEVEL=$(cat /sys/block/md0/md/level)"
+fio_job rand /dev/mapper/pc %(rand)s
+fio_job seq /dev/mapper/pc %(seq)s
+fio_job small /dev/mapper/pc %(small)s
+fio_job rw /dev/mapper/pc %(rw)s
+status 1
+dmsetup message pc 0 flush || die "flush message"
+status 2
+dmsetup remove pc || die remove
+fio_check seq /dev/md0 %(seq)s
+fio_check small /dev/md0 %(small)s
+echo DONE=1
+""" % dict(level=level, disks=disks, rand=JOB_RAND, seq=JOB_SEQ,
+           small=JOB_SMALL, rw=JOB_RW))
+    assert res.value("LEVEL") == level
+    assert res.values("VERIFY_OK") == ["seq", "small"]
+    s1 = parse_status(res.value("STATUS1"))
+    s2 = parse_status(res.value("STATUS2"))
+    assert s1["write_new"] > 0 and s1["write_hits"] > 0
+    assert s1["read_hits"] > 0
+    assert s2["dirty"] == 0
+    assert s2["wb_errors"] == 0 and s2["media_errors"] == 0
+    assert s2["ram_bytes_per_block"] <= 16.0
+    if PFN_IO and RAW_PMEM and level in ("raid1", "raid10"):
+        assert s2["route"] == "pfn"
+        assert s2["wb_pfn_bytes"] > 0
+    else:
+        assert s2["route"] == "bounce"
+        assert s2["wb_bounce_bytes"] > 0
+        assert s2["wb_pfn_bytes"] == 0
+
+
+def test_reload_after_remove_keeps_dirty_blocks(vm):
+    body = """
+pmc_init
+md_make md0 raid5 4 a
+# high_watermark 100: nothing is written back on its own.
+dm_create pc "$(pmc_table md0 '4 high_watermark 100 low_watermark 100')" || die create
+fio_job seq /dev/mapper/pc %(seq)s
+status 1
+dmsetup remove pc || die remove
+dm_create pc "$(pmc_table md0 '4 high_watermark 100 low_watermark 100')" || die reload
+status 2
+fio_check seq /dev/mapper/pc %(seq)s
+dmsetup message pc 0 flush || die flush
+dmsetup remove pc
+fio_check seq /dev/md0 %(seq)s
+""" % dict(seq=JOB_SEQ)
+    res = run(vm, body)
+    s1 = parse_status(res.value("STATUS1"))
+    s2 = parse_status(res.value("STATUS2"))
+    assert s1["dirty"] > 0
+    assert s2["dirty"] == s1["dirty"]
+    assert res.values("VERIFY_OK") == ["seq", "seq"]
+    assert re.search(r"pmemcache: .*loaded \d+ blocks: \d+ cached, %d dirty"
+                     % s1["dirty"], res.dmesg)
+
+
+def test_dirty_blocks_survive_a_reboot(vm):
+    """Power off with dirty data (no flush, no remove); boot again."""
+    make = """
+pmc_init
+md_make md0 raid1 2 a
+dm_create pc "$(pmc_table md0 '4 high_watermark 100 low_watermark 100')" || die create
+fio_job small /dev/mapper/pc %(small)s
+status 1
+""" % dict(small=JOB_SMALL)
+    res = run(vm, make)
+    dirty = parse_status(res.value("STATUS1"))["dirty"]
+    assert dirty > 0
+    check = """
+[ $PMC_RAW = 1 ] || ndctl list -N | grep -q fsdax || die "namespace lost its mode"
+insmod /lib/modules/extra/dm-pmemcache.ko || die insmod
+mdadm --assemble --run /dev/md0 /dev/vda /dev/vdb || die assemble
+dm_create pc "$(pmc_table md0 '4 high_watermark 100 low_watermark 100')" || die reload
+status 2
+fio_check small /dev/mapper/pc %(small)s
+""" % dict(small=JOB_SMALL)
+    res = run(vm, check)
+    assert parse_status(res.value("STATUS2"))["dirty"] == dirty
+    assert res.values("VERIFY_OK") == ["small"]
+
+
+def test_corrupted_superblock_is_refused(vm):
+    res = run(vm, """
+pmc_init
+md_make md0 raid1 2 a
+dm_create pc "$(pmc_table md0)" || die create
+fio_job small /dev/mapper/pc %(small)s
+dmsetup remove pc
+# flip one byte of the superblock body (block_size field at offset 16)
+b=$(dd if=/dev/pmem0 bs=1 skip=17 count=1 2>/dev/null | od -An -tu1 | tr -d ' ')
+printf "\\\\$(printf %%o $((b ^ 0x40)))" | dd of=/dev/pmem0 bs=1 seek=17 count=1 conv=notrunc 2>/dev/null
+if dmsetup create --noudevsync pc --table "$(pmc_table md0)" 2>/tmp/err; then
+	die "corrupt superblock accepted"
+fi
+echo REFUSED=1
+# the documented way out: the format feature
+dm_create pc "$(pmc_table md0 '1 format')" || die "format"
+echo "TABLE=$(dmsetup table pc)"
+dmsetup remove pc
+""" % dict(small=JOB_SMALL))
+    assert res.value("REFUSED") == "1"
+    assert "superblock checksum mismatch" in res.dmesg
+    lines = [l for l in res.dmesg.splitlines() if "checksum mismatch" in l]
+    assert len(lines) == 1, lines
+    assert "(-EINVAL)" in lines[0]
+    # format is one-shot: never written back into the table
+    assert "format" not in res.value("TABLE")
+
+
+def test_table_naming_another_origin_is_refused(vm):
+    res = run(vm, """
+pmc_init
+md_make md0 raid1 2 a
+md_make md1 raid1 2 c
+dm_create pc "$(pmc_table md0)" || die create
+fio_job small /dev/mapper/pc %(small)s
+dmsetup remove pc
+if dmsetup create --noudevsync pc2 --table "$(pmc_table md1)" 2>/dev/null; then
+	die "other origin accepted"
+fi
+echo REFUSED=1
+dm_create pc "$(pmc_table md0)" || die "own origin refused"
+fio_check small /dev/mapper/pc %(small)s
+""" % dict(small=JOB_SMALL))
+    assert res.value("REFUSED") == "1"
+    assert "origin UUID differs" in res.dmesg
+    assert res.values("VERIFY_OK") == ["small"]
+
+
+BAD_TABLES = [
+    ("pmemcache /dev/md0", "Not enough arguments"),
+    ("pmemcache /dev/md0 /dev/pmem0 1000", "Invalid block size"),
+    ("pmemcache /dev/md0 /dev/pmem0 8192", "Invalid block size"),
+    ("pmemcache /dev/md0 /dev/pmem0 -4096", "Invalid block size"),
+    ("pmemcache /dev/md0 /dev/pmem0 4096 1 bogus", "Unrecognised feature"),
+    ("pmemcache /dev/md0 /dev/pmem0 4096 2 high_watermark 101", "Invalid high_watermark"),
+    ("pmemcache /dev/md0 /dev/pmem0 4096 4 high_watermark 10 low_watermark 20",
+     "low_watermark is above"),
+    ("pmemcache /dev/md0 /dev/pmem0 4096 2 writeback sideways", "Invalid writeback mode"),
+    ("pmemcache /dev/md0 /dev/pmem0 4096 1 max_age", "missing its value"),
+    ("pmemcache /dev/md0 /dev/pmem0 4096 2 max_age 99999999999999999999",
+     "Invalid max_age"),
+    ("pmemcache /dev/md0 /dev/pmem0 4096 99", "Invalid number of feature"),
+    ("pmemcache /dev/nonexistent /dev/pmem0 4096", "Origin device lookup failed"),
+    ("pmemcache /dev/md0 /dev/vdf 4096", "not a DAX-capable"),
+    ("pmemcache /dev/md0 /dev/md0 4096", "Origin and pmem device are the same"),
+]
+
+
+def test_bad_tables_and_messages_are_refused(vm):
+    lines = []
+    for i, (table, _) in enumerate(BAD_TABLES):
+        lines.append('if dmsetup create --noudevsync bad%d --table "0 $sz %s" 2>/dev/null; '
+                     'then die "accepted: %s"; fi' % (i, table, table))
+    res = run(vm, """
+pmc_init
+md_make md0 raid1 2 a
+sz=$(blockdev --getsz /dev/md0)
+%s
+echo BAD_TABLES_REFUSED=1
+dm_create pc "0 $sz pmemcache /dev/md0 /dev/pmem0 4096 5 max_age 5000 writeback bounce cleaner"
+echo "TABLE=$(dmsetup table pc)"
+dmsetup message pc 0 nonsense && die "bad message accepted"
+dmsetup message pc 0 flush now && die "bad message accepted"
+dmsetup message pc 0 clear_stats || die clear_stats
+dmsetup message pc 0 nocleaner || die nocleaner
+dmsetup message pc 0 cleaner || die cleaner
+dmsetup message pc 0 flush || die flush
+# the table round-trips: reload exactly what dmsetup table printed
+dmsetup reload pc --table "$(dmsetup table pc)" || die reload
+dmsetup resume pc || die resume
+echo "TABLE2=$(dmsetup table pc)"
+dmsetup remove pc
+""" % "\n".join(lines))
+    assert res.value("BAD_TABLES_REFUSED") == "1"
+    for _, msg in BAD_TABLES:
+        assert msg in res.dmesg, msg
+    t = res.value("TABLE").split()
+    assert t[2:] == ["pmemcache", t[3], t[4], "4096", "5", "max_age", "5000",
+                     "writeback", "bounce", "cleaner"]
+    assert res.value("TABLE2") == res.value("TABLE")
+    assert "unrecognised message 'nonsense'" in res.dmesg
