@@ -1,0 +1,186 @@
+"""VM power cuts through dm-pmemcache over md raid5.
+
+A writer in the guest overwrites 64 blocks of the cache with whole-block
+and single-sector writes, each one synchronous (O_DIRECT + fsync, i.e. a
+REQ_PREFLUSH after the data). It prints "W <seq> <sector> <count>" before
+each write and "ACK <seq>" after it. Writeback runs all the time (low
+watermarks), so writes race with clean marking and eviction. The host
+kills QEMU at a random moment, a power cut that keeps exactly what the
+guest stored in the NVDIMM file. It then boots again on the same images,
+reassembles md, reloads the target and reads every sector: each one must
+hold the last acknowledged write that covered it, or the write that was
+in flight at the cut. Nothing else is allowed (an older write, a torn
+sector, zeros).
+
+`make test` does a few cuts. PMC_LONG=1 does PMC_POWERCUTS (default 50).
+"""
+import os
+import random
+import re
+import signal
+import time
+
+import pytest
+
+from test_target import PRELUDE, parse_status, pmemcache_module  # noqa: F401
+from vm import LOGDIR
+
+LONG = os.environ.get("PMC_LONG", os.environ.get("LONG", "0")) not in ("", "0")
+CUTS = int(os.environ.get("PMC_POWERCUTS", "50" if LONG else "2"))
+NBLOCKS = 64
+TABLE_ARGS = "4 high_watermark 2 low_watermark 0"
+
+WRITER = r"""
+pmc_init
+md_make md0 raid5 4 a
+dm_create pc "$(pmc_table md0 '%(args)s')" || die create
+head -c 496 /dev/zero | tr '\000' 'x' > /tmp/fill
+RANDOM=%(seed)d
+echo READY=1
+i=0
+while true; do
+	i=$((i + 1))
+	blk=$((RANDOM %% %(nblocks)d))
+	if [ $((RANDOM %% 3)) = 0 ]; then
+		sec=$((blk * 8 + RANDOM %% 8)) n=1
+	else
+		sec=$((blk * 8)) n=8
+	fi
+	: > /tmp/w
+	k=0
+	while [ $k -lt $n ]; do
+		printf "%%08d %%06d\n" $i $((sec + k)) >> /tmp/w
+		cat /tmp/fill >> /tmp/w
+		k=$((k + 1))
+	done
+	echo "W $i $sec $n"
+	dd if=/tmp/w of=/dev/mapper/pc bs=512 seek=$sec count=$n oflag=direct \
+		conv=fsync,notrunc 2>/dev/null || die "dd $i"
+	echo "ACK $i"
+done
+"""
+
+CHECK = r"""
+insmod /lib/modules/extra/dm-pmemcache.ko || die insmod
+mdadm --assemble --run /dev/md0 /dev/vda /dev/vdb /dev/vdc /dev/vdd 2>&1 || die assemble
+dm_create pc "$(pmc_table md0 '%(args)s')" || die reload
+status 2
+dd if=/dev/mapper/pc of=/tmp/r bs=4096 count=%(nblocks)d iflag=direct 2>/dev/null || die read
+s=0
+while [ $s -lt %(nsec)d ]; do
+	echo "S $s $(dd if=/tmp/r bs=16 skip=$((s * 32)) count=1 2>/dev/null | tr -d '\000\n')"
+	s=$((s + 1))
+done
+dmsetup message pc 0 flush || die flush
+dmsetup remove pc
+dd if=/dev/md0 of=/tmp/o bs=4096 count=%(nblocks)d iflag=direct 2>/dev/null || die "read md0"
+cmp /tmp/r /tmp/o && echo ORIGIN_SAME=1
+"""
+
+
+def expected_sectors(console):
+    """From the writer's console: {sector: allowed seqs} and counts."""
+    ops, acked = {}, set()
+    for m in re.finditer(r"^W (\d+) (\d+) (\d+)\r?$", console, re.M):
+        ops[int(m.group(1))] = (int(m.group(2)), int(m.group(3)))
+    for m in re.finditer(r"^ACK (\d+)\r?$", console, re.M):
+        acked.add(int(m.group(1)))
+    last = {}
+    for i in sorted(acked):
+        sec, n = ops[i]
+        for s in range(sec, sec + n):
+            last[s] = i
+    inflight = [i for i in ops if i not in acked]
+    assert len(inflight) <= 1, inflight
+    allowed = {}
+    for s in range(NBLOCKS * 8):
+        allowed[s] = {last.get(s, 0)}
+        for i in inflight:
+            sec, n = ops[i]
+            if sec <= s < sec + n:
+                allowed[s].add(i)
+    return allowed, len(acked)
+
+
+def read_back(res):
+    got = {}
+    for m in re.finditer(r"^S (\d+) ?(.*?)\r?$", res.output, re.M):
+        s, hdr = int(m.group(1)), m.group(2).strip()
+        if not hdr:
+            got[s] = 0
+            continue
+        hm = re.fullmatch(r"(\d{8}) (\d{6})", hdr)
+        got[s] = int(hm.group(1)) if hm and int(hm.group(2)) == s else ("garbage", hdr)
+    return got
+
+
+def power_cut(vm, proc):
+    """vm.power_cut() kills the process group of run-vm.sh, but `timeout`
+    runs QEMU in a group of its own: also kill the QEMU of this VM's state
+    folder, by pid."""
+    vm.power_cut(proc)
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if argv and argv[0].endswith(b"qemu-system-x86_64") and \
+                any(str(vm.state).encode() in a for a in argv):
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    time.sleep(0.5)
+
+
+def one_cut(vm, rng):
+    # vm.start() reuses log names across runs: never read an old log
+    stale = LOGDIR / ("%s.%d.log" % (vm.name, vm.boots + 1))
+    if stale.exists():
+        stale.unlink()
+    proc, log = vm.start(PRELUDE + WRITER % dict(args=TABLE_ARGS, seed=rng.randrange(1, 30000),
+                                                 nblocks=NBLOCKS), timeout=600)
+    want = rng.randrange(5, 120)
+    deadline = time.time() + 400
+    try:
+        while time.time() < deadline:
+            text = log.read_text(errors="replace") if log.exists() else ""
+            if "FAIL:" in text or "@@EXIT" in text:
+                raise AssertionError("writer stopped:\n" + text[-3000:])
+            if "READY=1" in text and len(re.findall(r"^ACK \d+", text, re.M)) >= want:
+                break
+            time.sleep(0.2)
+        time.sleep(rng.random() * 0.5)
+    finally:
+        power_cut(vm, proc)
+    console = log.read_text(errors="replace")
+    allowed, nacked = expected_sectors(console)
+    assert nacked > 0, console[-3000:]
+
+    res = vm.run(PRELUDE + CHECK % dict(args=TABLE_ARGS, nblocks=NBLOCKS,
+                                        nsec=NBLOCKS * 8), timeout=600)
+    got = read_back(res)
+    assert len(got) == NBLOCKS * 8
+    lost = {s: (got[s], sorted(allowed[s])) for s in got if got[s] not in allowed[s]}
+    assert res.value("ORIGIN_SAME") == "1"
+    return nacked, lost, parse_status(res.value("STATUS2"))
+
+
+def test_power_cuts_lose_no_acknowledged_write(vm):
+    rng = random.Random(int(os.environ.get("PMC_SEED", "4242")))
+    total_acked, cuts, lost_all = 0, 0, {}
+    for _ in range(CUTS):
+        # a fresh md + cache each time: reuse the VM folder name, new images
+        for f in vm.state.glob("*.img"):
+            f.unlink()
+        nacked, lost, st = one_cut(vm, rng)
+        total_acked += nacked
+        cuts += 1
+        if lost:
+            lost_all[cuts] = lost
+    print("power cuts: %d, acknowledged writes: %d, sectors wrong: %d"
+          % (cuts, total_acked, sum(len(v) for v in lost_all.values())))
+    assert not lost_all, lost_all
