@@ -354,3 +354,66 @@ fio_check press /dev/md0 %(job)s
     assert s2["wb_bounce_blocks"] + s2["wb_pfn_blocks"] > s1["blocks"]
     assert s2["dirty"] == 0 and s2["wb_errors"] == 0
     assert res.values("VERIFY_OK") == ["press"]
+
+
+def test_max_age_and_cleaner_drain_without_flush(vm):
+    res = run(vm, """
+pmc_init
+md_make md0 raid1 2 a
+# no watermark writeback: only max_age (1 s) can clean these
+dm_create pc "$(pmc_table md0 '6 high_watermark 100 low_watermark 100 max_age 1000')" || die create
+fio_job small /dev/mapper/pc %(small)s
+status 1
+n=0
+while [ $n -lt 60 ]; do
+	d=$(dmsetup status pc | awk '{print $5}')
+	[ "$d" = 0 ] && break
+	sleep 1
+	n=$((n + 1))
+done
+status 2
+# cleaner: new writes go around the cache (FUA), cached blocks drain
+dmsetup message pc 0 cleaner || die cleaner
+fio_job around /dev/mapper/pc --rw=write --bs=64k --size=8m --offset=200m
+status 3
+dmsetup remove pc
+fio_check small /dev/md0 %(small)s
+fio_check around /dev/md0 --rw=write --bs=64k --size=8m --offset=200m
+""" % dict(small=JOB_SMALL))
+    s1, s2, s3 = (parse_status(res.value("STATUS%d" % i)) for i in (1, 2, 3))
+    assert s1["dirty"] > 0
+    assert s2["dirty"] == 0, "max_age did not write back"
+    assert s3["write_around"] > 0 and s3["mode"] == "cleaner"
+    assert s3["write_new"] == s2["write_new"]
+    assert res.values("VERIFY_OK") == ["small", "around"]
+
+
+def test_origin_errors_keep_blocks_dirty_and_are_retried(vm):
+    res = run(vm, """
+pmc_init
+md_make md0 raid1 2 a
+sz=$(blockdev --getsz /dev/md0)
+dm_create org "0 $sz linear /dev/md0 0" || die org
+dm_create pc "0 $sz pmemcache /dev/mapper/org /dev/pmem0 4096 4 high_watermark 100 low_watermark 100" || die create
+fio_job small /dev/mapper/pc %(small)s
+status 1
+# the origin fails every I/O for a while
+dmsetup reload org --table "0 $sz error" || die "reload error"
+dmsetup resume org || die "resume error"
+dmsetup message pc 0 flush && die "flush succeeded on a failing origin"
+sleep 3
+status 2
+fio_check small /dev/mapper/pc %(small)s
+dmsetup reload org --table "0 $sz linear /dev/md0 0" || die "reload linear"
+dmsetup resume org || die "resume linear"
+dmsetup message pc 0 flush || die "flush after repair"
+status 3
+dmsetup remove pc
+dmsetup remove org
+fio_check small /dev/md0 %(small)s
+""" % dict(small=JOB_SMALL))
+    s1, s2, s3 = (parse_status(res.value("STATUS%d" % i)) for i in (1, 2, 3))
+    assert s2["wb_errors"] > 0
+    assert s2["dirty"] == s1["dirty"] > 0
+    assert s3["dirty"] == 0
+    assert res.values("VERIFY_OK") == ["small", "small"]
