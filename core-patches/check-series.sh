@@ -1,0 +1,131 @@
+#!/bin/bash
+# Check the core-patches series the way a reviewer would:
+#  1. apply it, one patch at a time, to a pristine linux-source-6.1 tree
+#     in its own git worktree;
+#  2. after every patch, configure with the product config and build
+#     bzImage + modules (the series must be bisectable);
+#  3. run scripts/checkpatch.pl --strict on every patch: no errors, and a
+#     patch with warnings must explain them in its commit message (it
+#     has to mention "checkpatch");
+#  4. build the C files the series touches with W=1 and report any
+#     warning in them.
+#
+# The tree is the one qemu/kernel-tree.sh keeps ($KCACHE/linux, tag
+# "pristine"); run `make kernel` once first.  The build directory lies
+# inside the worktree ($KCACHE/check-linux/.build, ignored by the tree's
+# .gitignore; $KCACHE/build-check links to it): kbuild then uses relative
+# source paths, so ccache can reuse objects compiled in other worktrees
+# that are laid out the same way.  Every kernel make runs under the
+# shared build lock, one prefix at a time, so other builds can interleave.
+#
+# usage: check-series.sh [FRAGMENT...]   (default: qemu/kernel.config)
+# env:   KCACHE (/var/cache/dm-pmemcache), JOBS (nproc), FROM (first
+#        prefix to build, default 1)
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/.." && pwd)
+KCACHE=${KCACHE:-/var/cache/dm-pmemcache}
+JOBS=${JOBS:-$(nproc)}
+FROM=${FROM:-1}
+src=$KCACHE/linux
+wt=$KCACHE/check-linux
+build=$wt/.build
+lock=$KCACHE/kernel-build.lock
+log=$KCACHE/check-series.log
+export CCACHE_DIR=${CCACHE_DIR:-$KCACHE/ccache}
+git_id=(-c user.name=dm-pmemcache -c user.email=dm-pmemcache@localhost)
+
+fragments=("$@")
+[ ${#fragments[@]} -gt 0 ] || fragments=("$top/qemu/kernel.config")
+for i in "${!fragments[@]}"; do
+	fragments[$i]=$(cd "$(dirname "${fragments[$i]}")" && pwd)/$(basename "${fragments[$i]}")
+done
+
+if ! git -C "$src" rev-parse -q --verify pristine >/dev/null 2>&1; then
+	echo "check-series: $src has no 'pristine' tag; run 'make kernel' first" >&2
+	exit 1
+fi
+
+mapfile -t series < <(grep -v -e '^#' -e '^[[:space:]]*$' "$here/series")
+[ ${#series[@]} -gt 0 ] || { echo "check-series: empty series" >&2; exit 1; }
+
+: > "$log"
+say() { echo "$*" | tee -a "$log"; }
+
+# A fresh worktree at pristine, keeping the build directory.
+if [ ! -e "$wt/.git" ]; then
+	git -C "$src" worktree prune
+	git -C "$src" worktree add -q --detach "$wt" pristine
+fi
+git -C "$wt" am --abort >/dev/null 2>&1 || true
+git -C "$wt" checkout -q --detach pristine
+git -C "$wt" reset -q --hard pristine
+git -C "$wt" clean -fdq
+mkdir -p "$build"
+ln -sfn "$build" "$KCACHE/build-check"
+
+fail=0
+n=0
+for p in "${series[@]}"; do
+	n=$((n + 1))
+	git -C "$wt" "${git_id[@]}" am -q "$here/$p" || {
+		say "FAIL apply   $p"
+		git -C "$wt" am --abort || true
+		exit 1
+	}
+	[ "$n" -ge "$FROM" ] || { say "skip build   $p"; continue; }
+	start=$(date +%s)
+	if flock "$lock" "$top/qemu/kernel-config.sh" "$wt" "$build" "${fragments[@]}" >>"$log" 2>&1 &&
+	   flock "$lock" make -C "$wt" O="$build" CC="ccache gcc" -j"$JOBS" bzImage modules \
+		>"$build/build-$n.log" 2>&1; then
+		warn=$(grep -c ' warning: ' "$build/build-$n.log" || true)
+		say "ok   build   $p ($(( $(date +%s) - start ))s, $warn compiler warnings)"
+		grep ' warning: ' "$build/build-$n.log" | sort -u | tee -a "$log" || true
+	else
+		say "FAIL build   $p (log: $build/build-$n.log)"
+		grep -E -B2 -A6 '(error|Error)[: ]' "$build/build-$n.log" | tail -40 | tee -a "$log"
+		fail=1
+		break
+	fi
+done
+
+# checkpatch needs python3 with ply and GitPython for its SPDX check;
+# prefer the system interpreter over a pyenv shim.
+for p in "${series[@]}"; do
+	out=$(PATH=/usr/bin:$PATH "$wt/scripts/checkpatch.pl" --strict --terse -q \
+		"$here/$p" 2>&1 || true)
+	errors=$(echo "$out" | grep -c ': ERROR:' || true)
+	warnings=$(echo "$out" | grep -c ': WARNING:' || true)
+	checks=$(echo "$out" | grep -c ': CHECK:' || true)
+	explained=yes
+	if [ "$warnings" -gt 0 ] &&
+	   ! sed -n '/^---$/q;p' "$here/$p" | grep -qi checkpatch; then
+		explained=no
+	fi
+	if [ "$errors" -gt 0 ] || [ "$explained" = no ]; then
+		say "FAIL checkpatch $p: $errors errors, $warnings warnings (explained: $explained), $checks checks"
+		fail=1
+	else
+		say "ok   checkpatch $p: $errors errors, $warnings warnings (explained: $explained), $checks checks"
+	fi
+	echo "$out" | grep -E ': (ERROR|WARNING|CHECK):' | sed 's/^/     /' | tee -a "$log" || true
+done
+
+# W=1 on the C files the series touches (the whole series applied).
+if [ $fail = 0 ]; then
+	mapfile -t objs < <(git -C "$wt" diff --name-only pristine HEAD -- '*.c' | sed 's/\.c$/.o/')
+	if flock "$lock" make -C "$wt" O="$build" CC="ccache gcc" W=1 -j"$JOBS" "${objs[@]}" \
+		>"$build/w1.log" 2>&1; then
+		w1=$(grep -E ' warning: ' "$build/w1.log" | sort -u || true)
+		say "ok   W=1     ${#objs[@]} touched C files, $(echo -n "$w1" | grep -c . || true) warnings"
+		[ -z "$w1" ] || echo "$w1" | tee -a "$log"
+	else
+		say "FAIL W=1 build (log: $build/w1.log)"
+		fail=1
+	fi
+fi
+
+[ $fail = 0 ] && say "check-series: PASS (${#series[@]} patches)" || say "check-series: FAIL"
+say "log: $log"
+exit $fail
