@@ -329,6 +329,8 @@ static int pmc_map_write(struct pmemcache *pc, struct bio *bio)
 	up_write(&st->lock);
 
 	if (r) {
+		/* No stray store of ours may land in the slot's next life. */
+		pmem_wmb();
 		pmc_free_slots(pc, &slot, 1);
 		atomic64_inc(&pc->st.media_errors);
 		bio_io_error(bio);

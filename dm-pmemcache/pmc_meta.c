@@ -479,6 +479,11 @@ void pmc_meta_drop_block(struct pmc_meta *m, struct pmc_index *idx,
 		return;
 	pmc_meta_invalidate(m, old, PMC_P_FREE);
 	if (pmc_slot_flags(idx->slot[old]) & PMC_SF_WB) {
+		/*
+		 * D1': a STALE slot is freed by the writeback completion,
+		 * maybe on another CPU: its record must be durably FREE first.
+		 */
+		pmc_pmem_fence(PMC_P_FREE);
 		pmc_index_set_flags(idx, old, PMC_SF_STALE, 0);
 	} else {
 		pmc_index_unlink(idx, old);

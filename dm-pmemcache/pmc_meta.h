@@ -93,9 +93,10 @@ int pmc_meta_write_block(struct pmc_meta *m, struct pmc_index *idx,
 			 pmc_fill_fn fill, void *ctx, u32 *freed);
 
 /*
- * Drop the cached copy of @oblock (discard): invalidates the record, not
- * fenced (the caller fences once per batch with pmc_meta_fence(PMC_P_FREE)
- * before it reuses any slot returned in *freed).
+ * Drop the cached copy of @oblock (discard): invalidates the record.  A
+ * slot returned in *freed is not fenced yet: the caller fences once per
+ * batch with pmc_meta_fence(PMC_P_FREE) before it reuses it.  A slot under
+ * writeback becomes STALE, fenced here, and is freed by pmc_meta_wb_done().
  */
 void pmc_meta_drop_block(struct pmc_meta *m, struct pmc_index *idx,
 			 u64 oblock, u32 *freed);

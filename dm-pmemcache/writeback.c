@@ -340,11 +340,17 @@ static void pmc_wb_endio_work(struct work_struct *work)
 				atomic64_dec(&pc->epoch_dirty[pmc_slot_epoch(v)]);
 				atomic64_dec(&pc->n_dirty);
 			}
+			/*
+			 * C2: the CLEAN store is fenced before the lock is
+			 * dropped: once another CPU sees the block clean it may
+			 * evict it, and a late non-temporal CLEAN store must
+			 * not land after that CPU's FREE store.
+			 */
+			pmc_meta_fence(PMC_P_CLEAN);
 			up_write(&st->lock);
 			if (f != PMC_NO_SLOT) {
 				freed[nf++] = f;
 				if (nf == ARRAY_SIZE(freed)) {
-					pmc_meta_fence(PMC_P_CLEAN);
 					pmc_free_slots(pc, freed, nf);
 					nf = 0;
 				}
@@ -366,8 +372,6 @@ static void pmc_wb_endio_work(struct work_struct *work)
 		atomic_sub(io->n, &pc->wb_inflight);
 		kfree(io);
 	}
-	/* C2: the CLEAN marks are durable (one fence per batch). */
-	pmc_meta_fence(PMC_P_CLEAN);
 	pmc_free_slots(pc, freed, nf);
 	WRITE_ONCE(pc->starved, false);
 	wake_up_all(&pc->wb_wait);
