@@ -1,0 +1,76 @@
+# dm-pmemcache: top-level build and test driver.
+#
+# The kernel tree is extracted, patched and built outside the repository,
+# in $(KCACHE), and reused between runs (git-reset tree, O= build, ccache).
+
+KCACHE    ?= /var/cache/dm-pmemcache
+TARBALL   ?= /usr/src/linux-source-6.1.tar.xz
+DEBUG     ?= 0
+JOBS      ?= $(shell nproc)
+
+KSRC      := $(KCACHE)/linux
+ifeq ($(DEBUG),1)
+KBUILD    := $(KCACHE)/build-debug
+FRAGMENTS := qemu/kernel.config qemu/debug.config
+else
+KBUILD    := $(KCACHE)/build
+FRAGMENTS := qemu/kernel.config
+endif
+BZIMAGE   := $(KBUILD)/arch/x86/boot/bzImage
+IMAGE     := $(KCACHE)/guest-base.cpio.gz
+
+export CCACHE_DIR := $(KCACHE)/ccache
+
+SHELL     := /bin/bash
+.SHELLFLAGS := -o pipefail -c
+
+PY        := /usr/bin/python3
+PYTEST    := $(PY) -m pytest
+
+.PHONY: all deps kernel module userspace image vm test demo bench clean \
+	check-series
+
+all: kernel module userspace image
+
+deps:
+	@qemu/deps.sh
+
+# Extract + patch (core-patches/series) + configure + build, under one lock.
+kernel: deps
+	@mkdir -p $(KCACHE)
+	@qemu/build-kernel.sh $(TARBALL) $(KSRC) $(KBUILD) $(JOBS) $(FRAGMENTS)
+
+module: kernel
+	@$(MAKE) -s -C $(KSRC) O=$(KBUILD) CC="ccache gcc" M=$(CURDIR)/dm-pmemcache modules
+
+userspace: deps
+	@$(MAKE) -s -C userspace
+
+image: deps
+	@qemu/mkimage.sh $(IMAGE)
+
+vm: kernel image
+	@qemu/run-vm.sh --kernel $(BZIMAGE) --initrd $(IMAGE) --interactive
+
+test: kernel image
+	@KCACHE=$(KCACHE) KBUILD=$(KBUILD) $(PYTEST) -p no:cacheprovider -ra tests
+
+# The demo runs on fresh images each time.
+demo: kernel image $(if $(wildcard dm-pmemcache/Kbuild),module)
+	@rm -rf $(KCACHE)/demo-state
+	@{ echo '. /test/lib.sh'; cat tests/guest/demo.sh; } > $(KCACHE)/demo.sh
+	@qemu/run-vm.sh --kernel $(BZIMAGE) --initrd $(IMAGE) \
+		--state $(KCACHE)/demo-state --script $(KCACHE)/demo.sh \
+		--files tests/guest/lib.sh:/test/lib.sh \
+		$(foreach k,$(wildcard dm-pmemcache/*.ko),--files $(k):/lib/modules/extra/$(notdir $(k))) \
+		| grep -v -e '^@@' -e '^\[ *[0-9.]*\] '
+
+# Apply core-patches/series to a pristine tree in its own worktree, build
+# every prefix with the product config and run checkpatch --strict on
+# every patch. Slow (one kernel build per patch): not part of make test.
+check-series: deps
+	@core-patches/check-series.sh $(FRAGMENTS)
+
+clean:
+	-$(MAKE) -s -C userspace clean
+	rm -rf tests/__pycache__ tests/.pytest_cache .pytest_cache

@@ -1,0 +1,146 @@
+#!/bin/bash
+# Boot the guest kernel under QEMU: q35 with an emulated NVDIMM (an ACPI
+# NFIT region whose label-less namespace comes up as raw, page-less
+# /dev/pmem0) and virtio-blk disks for md RAID.
+#
+# Every disk and the NVDIMM live in files of the --state folder; the
+# NVDIMM file is mapped share=on, so killing QEMU is a power cut that
+# keeps exactly what the guest stored. Reuse the folder to boot again.
+#
+# With --script, the guest runs it and powers off; this script then exits
+# with the guest script's status (124: timeout, 125: no exit status seen,
+# i.e. the guest crashed). The console log is written to --log.
+set -euo pipefail
+
+usage() {
+	cat <<EOU
+usage: run-vm.sh --kernel BZIMAGE --initrd BASE.cpio.gz [options]
+  --state DIR         images live here (default: a temporary folder)
+  --script FILE       run FILE in the guest as /test/script.sh, then power off
+  --files HOST:GUEST  add a file to the guest (repeatable)
+  --disks N           virtio disks vda.. (default 6)
+  --disk-size MiB     size of each disk (default 512)
+  --pmem-size MiB     size of the NVDIMM (default 1024)
+  --iommu MODE        none | platform (virtio iommu_platform=on, DMA API)
+                      | intel (intel-iommu + iommu_platform=on: dma-iommu)
+  --throttle IOPS:BPS throttle every disk like an HDD (e.g. 150:150M)
+  --cache MODE        QEMU cache mode of the disks (default unsafe)
+  --append ARGS       extra kernel command line
+  --memory MiB        guest RAM (default 2048)
+  --timeout SECONDS   hard limit for the whole run (default 600)
+  --log FILE          console log (default STATE/console.log)
+  --accel tcg|kvm     default tcg (KVM fails under nesting here)
+  --interactive       console on this terminal, no timeout
+EOU
+	exit 2
+}
+
+kernel= initrd= state= script= disks=6 disk_size=512 pmem_size=1024
+iommu=none throttle= cache=unsafe append= memory=2048 timeout=600
+log= accel=tcg interactive=0 files=()
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--kernel) kernel=$2; shift ;;
+	--initrd) initrd=$2; shift ;;
+	--state) state=$2; shift ;;
+	--script) script=$2; shift ;;
+	--files) files+=("$2"); shift ;;
+	--disks) disks=$2; shift ;;
+	--disk-size) disk_size=$2; shift ;;
+	--pmem-size) pmem_size=$2; shift ;;
+	--iommu) iommu=$2; shift ;;
+	--throttle) throttle=$2; shift ;;
+	--cache) cache=$2; shift ;;
+	--append) append=$2; shift ;;
+	--memory) memory=$2; shift ;;
+	--timeout) timeout=$2; shift ;;
+	--log) log=$2; shift ;;
+	--accel) accel=$2; shift ;;
+	--interactive) interactive=1 ;;
+	*) usage ;;
+	esac
+	shift
+done
+[ -n "$kernel" ] && [ -n "$initrd" ] || usage
+[ -f "$kernel" ] || { echo "run-vm: no kernel at $kernel (make kernel)" >&2; exit 2; }
+[ -f "$initrd" ] || { echo "run-vm: no image at $initrd (make image)" >&2; exit 2; }
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+if [ -z "$state" ]; then
+	state=$tmp/state
+fi
+mkdir -p "$state"
+log=${log:-$state/console.log}
+
+# Images are created sparse once and then kept: a second boot on the same
+# state folder sees what the first one left, as after a power cut.
+[ -f "$state/pmem.img" ] || truncate -s "${pmem_size}M" "$state/pmem.img"
+letters=(a b c d e f g h i j k l)
+for ((i = 0; i < disks; i++)); do
+	img=$state/vd${letters[$i]}.img
+	[ -f "$img" ] || truncate -s "${disk_size}M" "$img"
+done
+
+# Per-run files go in a second cpio archive appended to the base image;
+# the kernel unpacks concatenated archives in order.
+extra=$tmp/extra
+mkdir -p "$extra/test"
+[ -n "$script" ] && cp "$script" "$extra/test/script.sh"
+for f in "${files[@]}"; do
+	src=${f%%:*} dst=${f#*:}
+	mkdir -p "$extra$(dirname "$dst")"
+	cp -L "$src" "$extra$dst"
+done
+(cd "$extra" && find . -print0 | cpio --null -o -H newc --quiet) | gzip -1 > "$tmp/extra.cpio.gz"
+cat "$initrd" "$tmp/extra.cpio.gz" > "$tmp/initrd.cpio.gz"
+
+cmdline="console=ttyS0 loglevel=5 oops=panic panic=-1 rdinit=/init"
+machine=q35,nvdimm=on
+dev_opts=
+args=()
+case "$iommu" in
+none) ;;
+platform) dev_opts=,disable-legacy=on,iommu_platform=on ;;
+intel)
+	machine=$machine,kernel-irqchip=split
+	args+=(-device intel-iommu,intremap=off)
+	dev_opts=,disable-legacy=on,iommu_platform=on
+	cmdline="$cmdline intel_iommu=on iommu.passthrough=0" ;;
+*) usage ;;
+esac
+drive_opts=
+if [ -n "$throttle" ]; then
+	drive_opts=",throttling.iops-total=${throttle%%:*},throttling.bps-total=${throttle#*:}"
+	drive_opts=${drive_opts//M/000000}
+fi
+for ((i = 0; i < disks; i++)); do
+	args+=(-drive "file=$state/vd${letters[$i]}.img,if=none,id=d$i,format=raw,cache=$cache,aio=threads$drive_opts"
+	       -device "virtio-blk-pci,drive=d$i,serial=pmc-disk$i$dev_opts")
+done
+
+qemu=(qemu-system-x86_64 -machine "$machine" -accel "$accel" -cpu max -smp 2
+      -m "${memory}M,slots=2,maxmem=$((memory + pmem_size + 1024))M"
+      -object "memory-backend-file,id=pm0,share=on,mem-path=$state/pmem.img,size=${pmem_size}M"
+      -device nvdimm,memdev=pm0,id=nv0
+      -kernel "$kernel" -initrd "$tmp/initrd.cpio.gz" -append "$cmdline $append"
+      -no-reboot -nodefaults -display none "${args[@]}")
+
+if [ $interactive = 1 ]; then
+	exec "${qemu[@]}" -serial mon:stdio
+fi
+
+set +e
+timeout -s KILL "$timeout" "${qemu[@]}" -serial stdio < /dev/null 2>&1 | tee "$log"
+status=${PIPESTATUS[0]}
+set -e
+if [ "$status" = 137 ]; then
+	echo "run-vm: guest killed after ${timeout}s timeout; console log: $log" >&2
+	exit 124
+fi
+rc=$(sed -n 's/^@@EXIT \([0-9]*\)@@.*/\1/p' "$log" | tail -1)
+if [ -z "$rc" ]; then
+	echo "run-vm: the guest ended without an exit status (crash?); console log: $log" >&2
+	exit 125
+fi
+exit "$rc"
