@@ -11,13 +11,15 @@ raid5, a queue that never opted in (loop) and raid1 after hot-adding an
 incapable member must fail with -EOPNOTSUPP, without hanging and without
 degrading the array.
 """
+import os
 import subprocess
+from pathlib import Path
 
 import pytest
 
 from vm import KBUILD, KCACHE, REPO
 
-KSRC = KCACHE / "linux"
+KSRC = Path(os.environ.get("KSRC", KCACHE / "linux"))
 KMOD = REPO / "tests/kmod"
 EOPNOTSUPP = -95
 
@@ -27,7 +29,8 @@ def pfnwb_module():
     """Build tests/kmod/pfnwb.ko against the product kernel."""
     if not (KBUILD / "Module.symvers").exists():
         pytest.skip("no kernel build at %s" % KBUILD)
-    proc = subprocess.run(["make", "-s", "-C", str(KSRC), "O=%s" % KBUILD, "CC=ccache gcc",
+    proc = subprocess.run(["flock", str(KCACHE / "kernel-build.lock"),
+                           "make", "-s", "-C", str(KSRC), "O=%s" % KBUILD, "CC=ccache gcc",
                            "M=%s" % KMOD, "modules"], capture_output=True, text=True)
     if proc.returncode != 0 and "bio_add_pfn" in proc.stderr:
         pytest.skip("kernel without core-patches (no bio_add_pfn)")
