@@ -2,8 +2,9 @@
 # Check the core-patches series the way a reviewer would:
 #  1. apply it, one patch at a time, to a pristine linux-source-6.1 tree
 #     in its own git worktree;
-#  2. after every patch, configure with the product config and build
-#     bzImage + modules (the series must be bisectable);
+#  2. for every prefix of the series (longest first, see below),
+#     configure with the product config and build bzImage + modules (the
+#     series must be bisectable);
 #  3. run scripts/checkpatch.pl --strict on every patch: no errors, and a
 #     patch with warnings must explain them in its commit message (it
 #     has to mention "checkpatch");
@@ -19,8 +20,8 @@
 # shared build lock, one prefix at a time, so other builds can interleave.
 #
 # usage: check-series.sh [FRAGMENT...]   (default: qemu/kernel.config)
-# env:   KCACHE (/var/cache/dm-pmemcache), JOBS (nproc), FROM (first
-#        prefix to build, default 1)
+# env:   KCACHE (/var/cache/dm-pmemcache), JOBS (nproc), FROM (shortest
+#        prefix to build, default 1: all of them)
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -65,30 +66,24 @@ git -C "$wt" clean -fdq
 mkdir -p "$build"
 ln -sfn "$build" "$KCACHE/build-check"
 
-fail=0
-n=0
+# Apply the whole series first, then build every prefix from the longest
+# to the shortest: the full stack usually reuses a developer's ccache
+# objects and the short-lived prefixes near the top only differ in a few
+# files, so most results come early; the prefixes below a widely included
+# header change (blk_types.h, scatterlist.h, dma-mapping.h) cost a big
+# rebuild each.  A failing prefix is reported and the others still run.
+commits=()
 for p in "${series[@]}"; do
-	n=$((n + 1))
 	git -C "$wt" "${git_id[@]}" am -q "$here/$p" || {
 		say "FAIL apply   $p"
 		git -C "$wt" am --abort || true
 		exit 1
 	}
-	[ "$n" -ge "$FROM" ] || { say "skip build   $p"; continue; }
-	start=$(date +%s)
-	if flock "$lock" "$top/qemu/kernel-config.sh" "$wt" "$build" "${fragments[@]}" >>"$log" 2>&1 &&
-	   flock "$lock" make -C "$wt" O="$build" CC="ccache gcc" -j"$JOBS" bzImage modules \
-		>"$build/build-$n.log" 2>&1; then
-		warn=$(grep -c ' warning: ' "$build/build-$n.log" || true)
-		say "ok   build   $p ($(( $(date +%s) - start ))s, $warn compiler warnings)"
-		grep ' warning: ' "$build/build-$n.log" | sort -u | tee -a "$log" || true
-	else
-		say "FAIL build   $p (log: $build/build-$n.log)"
-		grep -E -B2 -A6 '(error|Error)[: ]' "$build/build-$n.log" | tail -40 | tee -a "$log"
-		fail=1
-		break
-	fi
+	commits+=("$(git -C "$wt" rev-parse HEAD)")
 done
+say "ok   apply    ${#series[@]} patches"
+
+fail=0
 
 # checkpatch needs python3 with ply and GitPython for its SPDX check;
 # prefer the system interpreter over a pyenv shim.
@@ -112,19 +107,37 @@ for p in "${series[@]}"; do
 	echo "$out" | grep -E ': (ERROR|WARNING|CHECK):' | sed 's/^/     /' | tee -a "$log" || true
 done
 
-# W=1 on the C files the series touches (the whole series applied).
-if [ $fail = 0 ]; then
-	mapfile -t objs < <(git -C "$wt" diff --name-only pristine HEAD -- '*.c' | sed 's/\.c$/.o/')
-	if flock "$lock" make -C "$wt" O="$build" CC="ccache gcc" W=1 -j"$JOBS" "${objs[@]}" \
-		>"$build/w1.log" 2>&1; then
-		w1=$(grep -E ' warning: ' "$build/w1.log" | sort -u || true)
-		say "ok   W=1     ${#objs[@]} touched C files, $(echo -n "$w1" | grep -c . || true) warnings"
-		[ -z "$w1" ] || echo "$w1" | tee -a "$log"
+for ((n = ${#series[@]}; n >= FROM; n--)); do
+	p=${series[$((n - 1))]}
+	git -C "$wt" checkout -q --detach "${commits[$((n - 1))]}"
+	start=$(date +%s)
+	if flock "$lock" "$top/qemu/kernel-config.sh" "$wt" "$build" "${fragments[@]}" >>"$log" 2>&1 &&
+	   flock "$lock" make -C "$wt" O="$build" CC="ccache gcc" -j"$JOBS" bzImage modules \
+		>"$build/build-$n.log" 2>&1; then
+		warn=$(grep -c ' warning: ' "$build/build-$n.log" || true)
+		say "ok   build   prefix $n: $p ($(( $(date +%s) - start ))s, $warn compiler warnings)"
+		grep ' warning: ' "$build/build-$n.log" | sort -u | tee -a "$log" || true
+		# W=1 on the C files the series touches, with the whole series
+		if [ "$n" = ${#series[@]} ]; then
+			mapfile -t objs < <(git -C "$wt" diff --name-only pristine HEAD -- '*.c' |
+				sed 's/\.c$/.o/')
+			if flock "$lock" make -C "$wt" O="$build" CC="ccache gcc" W=1 \
+				-j"$JOBS" "${objs[@]}" >"$build/w1.log" 2>&1; then
+				w1=$(grep -E ' warning: ' "$build/w1.log" | sort -u || true)
+				say "ok   W=1     ${#objs[@]} touched C files, $(echo -n "$w1" | grep -c . || true) warnings"
+				[ -z "$w1" ] || echo "$w1" | tee -a "$log"
+			else
+				say "FAIL W=1 build (log: $build/w1.log)"
+				fail=1
+			fi
+		fi
 	else
-		say "FAIL W=1 build (log: $build/w1.log)"
+		say "FAIL build   prefix $n: $p (log: $build/build-$n.log)"
+		grep -E -B2 -A6 '(error|Error)[: ]' "$build/build-$n.log" | tail -40 | tee -a "$log"
 		fail=1
 	fi
-fi
+done
+git -C "$wt" checkout -q --detach "${commits[$((${#commits[@]} - 1))]}"
 
 [ $fail = 0 ] && say "check-series: PASS (${#series[@]} patches)" || say "check-series: FAIL"
 say "log: $log"
