@@ -1,0 +1,1087 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * pmemcachectl create / status / list / flush / remove, on libdevmapper.
+ *
+ * No hand-written dm ioctls: every request is a dm_task.  Guests without
+ * udev are handled the way dmsetup --noudevsync does it: udev sync off,
+ * libdevmapper creates and removes the /dev/mapper nodes itself.
+ */
+/* No _GNU_SOURCE: <sys/stat.h> would pull <linux/types.h>, whose __le64
+ * clashes with the typedefs of pmc_shim_user.h. */
+#define _DEFAULT_SOURCE
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+
+#include <libdevmapper.h>
+
+#include "pmemcachectl.h"
+#include "pmemcache_format.h"	/* __le types from <linux/types.h> here */
+#include "precheck.h"
+#include "status.h"
+
+#define TARGET		"pmemcache"
+#define DM_CONTROL	"/dev/mapper/control"
+#define DM_NAME_MAX	128	/* DM_NAME_MAX of <linux/dm-ioctl.h> */
+
+/* Feature ranges of target.c pmc_parse_features(): refused here first. */
+#define WM_MAX		100
+#define JOBS_MAX	65536
+#define MAX_AGE_MAX	86400000
+#define DEF_HIGH_WM	50
+#define DEF_LOW_WM	45
+
+/* ------------------------------------------------------------------ */
+/* libdevmapper plumbing                                               */
+
+static char dm_lastmsg[512];
+static int dm_lasterr;
+
+/* Keep libdevmapper quiet; its last error becomes part of our one line. */
+static void dm_log(int level, const char *file, int line, int dm_errno,
+		   const char *f, ...) __attribute__((format(printf, 5, 6)));
+static void dm_log(int level, const char *file, int line, int dm_errno,
+		   const char *f, ...)
+{
+	va_list ap;
+
+	(void)file;
+	(void)line;
+	if ((level & 7) > 3)
+		return;
+	va_start(ap, f);
+	vsnprintf(dm_lastmsg, sizeof(dm_lastmsg), f, ap);
+	va_end(ap);
+	if (dm_errno > 0)
+		dm_lasterr = dm_errno;
+	if (getenv("PMEMCACHECTL_DEBUG"))
+		fprintf(stderr, "libdevmapper: %s\n", dm_lastmsg);
+}
+
+static bool dm_ready;
+
+/* 0, or an exit code after one error line. */
+static int dm_setup(void)
+{
+	int fd;
+
+	if (dm_ready)
+		return 0;
+	dm_log_with_errno_init(dm_log);
+	if (access("/run/udev/control", F_OK)) {
+		/* No udev: libdevmapper makes the nodes (dmsetup --noudevsync). */
+		setenv("DM_DISABLE_UDEV", "1", 0);
+	}
+	dm_udev_set_sync_support(0);
+	fd = open(DM_CONTROL, O_RDWR | O_CLOEXEC);
+	if (fd < 0) {
+		if (errno == EACCES || errno == EPERM)
+			err("%s: permission denied (device-mapper needs root)", DM_CONTROL);
+		else
+			err("%s: %s (is device-mapper in the kernel?)", DM_CONTROL,
+			    strerror(errno));
+		return EXIT_DEVICE;
+	}
+	close(fd);
+	dm_ready = true;
+	return 0;
+}
+
+static struct dm_task *task(int type, const char *name)
+{
+	struct dm_task *dmt = dm_task_create(type);
+
+	if (!dmt)
+		return NULL;
+	if (name && !dm_task_set_name(dmt, name)) {
+		dm_task_destroy(dmt);
+		return NULL;
+	}
+	return dmt;
+}
+
+static const char *dm_why(void)
+{
+	if (dm_lasterr)
+		return strerror(dm_lasterr);
+	return dm_lastmsg[0] ? dm_lastmsg : "unknown error";
+}
+
+/* 1: exists (info filled), 0: no such device, <0: error. */
+static int dm_info(const char *name, struct dm_info *info)
+{
+	struct dm_task *dmt = task(DM_DEVICE_INFO, name);
+	int r = -1;
+
+	if (!dmt)
+		return -1;
+	if (dm_task_run(dmt) && dm_task_get_info(dmt, info))
+		r = info->exists ? 1 : 0;
+	dm_task_destroy(dmt);
+	return r;
+}
+
+/*
+ * Status or table of a one-target pmemcache device.  Returns 0, or an exit
+ * code after one error line.  @params is malloc'ed.
+ */
+static int dm_get(int type, const char *name, uint64_t *len, char **params)
+{
+	struct dm_task *dmt;
+	struct dm_info info;
+	uint64_t start, length;
+	char *ttype = NULL, *p = NULL;
+	void *next;
+	int r;
+
+	r = dm_info(name, &info);
+	if (r < 0) {
+		err("%s: cannot query device-mapper: %s", name, dm_why());
+		return EXIT_DM;
+	}
+	if (!r) {
+		err("%s: no such device-mapper device", name);
+		return EXIT_DEVICE;
+	}
+	dmt = task(type, name);
+	if (!dmt || !dm_task_run(dmt)) {
+		err("%s: cannot read the %s: %s", name,
+		    type == DM_DEVICE_STATUS ? "status" : "table", dm_why());
+		if (dmt)
+			dm_task_destroy(dmt);
+		return EXIT_DM;
+	}
+	next = dm_get_next_target(dmt, NULL, &start, &length, &ttype, &p);
+	if (!ttype || strcmp(ttype, TARGET) || next) {
+		err("%s: not a pmemcache device (target %s%s)", name,
+		    ttype ? ttype : "none", next ? " and others" : "");
+		dm_task_destroy(dmt);
+		return EXIT_DEVICE;
+	}
+	*len = length;
+	*params = strdup(p ? p : "");
+	dm_task_destroy(dmt);
+	return 0;
+}
+
+static int dm_message(const char *name, const char *msg)
+{
+	struct dm_task *dmt = task(DM_DEVICE_TARGET_MSG, name);
+	int ok;
+
+	if (!dmt)
+		return -ENOMEM;
+	dm_lasterr = 0;
+	ok = dm_task_set_sector(dmt, 0) && dm_task_set_message(dmt, msg) &&
+	     dm_task_run(dmt);
+	if (!ok && !dm_lasterr)
+		dm_lasterr = dm_task_get_errno(dmt);
+	dm_task_destroy(dmt);
+	return ok ? 0 : -(dm_lasterr ? dm_lasterr : EIO);
+}
+
+static bool target_registered(void)
+{
+	struct dm_task *dmt = task(DM_DEVICE_LIST_VERSIONS, NULL);
+	struct dm_versions *v, *last;
+	bool found = false;
+
+	if (!dmt || !dm_task_run(dmt)) {
+		if (dmt)
+			dm_task_destroy(dmt);
+		return true;	/* cannot tell: let the create speak */
+	}
+	v = dm_task_get_versions(dmt);
+	do {
+		last = v;
+		if (!strcmp(v->name, TARGET))
+			found = true;
+		v = (struct dm_versions *)((char *)v + v->next);
+	} while (last != v);
+	dm_task_destroy(dmt);
+	return found;
+}
+
+/* "/dev/md0" for "9:0", or NULL. */
+static char *devpath_of(const char *majmin)
+{
+	char p[128], line[256], *r = NULL;
+	FILE *f;
+
+	snprintf(p, sizeof(p), "/sys/dev/block/%s/uevent", majmin);
+	f = fopen(p, "re");
+	if (!f)
+		return NULL;
+	while (fgets(line, sizeof(line), f)) {
+		if (!strncmp(line, "DEVNAME=", 8)) {
+			line[strcspn(line, "\n")] = 0;
+			r = malloc(strlen(line + 8) + 6);
+			if (r)
+				sprintf(r, "/dev/%s", line + 8);
+			break;
+		}
+	}
+	fclose(f);
+	return r;
+}
+
+/* ------------------------------------------------------------------ */
+/* Kernel log: the one-line reason of a refused table                  */
+
+static int kmsg_open(void)
+{
+	int fd = open("/dev/kmsg", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+
+	if (fd >= 0)
+		lseek(fd, 0, SEEK_END);
+	return fd;
+}
+
+/* Last "device-mapper: ...pmemcache..." message since kmsg_open(). */
+static bool kmsg_reason(int fd, char *out, size_t len)
+{
+	char rec[2048];
+	bool found = false;
+	ssize_t n;
+
+	if (fd < 0)
+		return false;
+	for (;;) {
+		char *msg, *nl;
+
+		n = read(fd, rec, sizeof(rec) - 1);
+		if (n < 0 && errno == EPIPE)
+			continue;
+		if (n <= 0)
+			break;
+		rec[n] = 0;
+		msg = strchr(rec, ';');
+		if (!msg)
+			continue;
+		msg++;
+		nl = strchr(msg, '\n');
+		if (nl)
+			*nl = 0;
+		if (strstr(msg, "device-mapper") &&
+		    (strstr(msg, TARGET) || strstr(msg, "table"))) {
+			const char *p = strstr(msg, TARGET ": ");
+
+			snprintf(out, len, "%s", p ? p + strlen(TARGET ": ") : msg);
+			found = true;
+		}
+	}
+	close(fd);
+	return found;
+}
+
+/* ------------------------------------------------------------------ */
+/* create                                                              */
+
+static int parse_feature(const char *opt, const char *arg, uint32_t min,
+			 uint32_t max, int64_t *out)
+{
+	uint32_t v;
+
+	if (parse_u32_range(arg, min, max, &v)) {
+		err("--%s: '%s' is not a number from %u to %u", opt, arg, min, max);
+		return EXIT_USAGE;
+	}
+	*out = v;
+	return 0;
+}
+
+enum {
+	OPT_HIGH = 256, OPT_LOW, OPT_JOBS, OPT_AGE, OPT_WB, OPT_FOS,
+	OPT_CLEANER, OPT_FORMAT,
+};
+
+static int build_table(const struct create_opts *o, uint64_t sectors,
+		       char *buf, size_t len)
+{
+	char feat[256] = "";
+	int nf = 0, n = 0;
+
+#define FEAT(...) do { n += snprintf(feat + n, sizeof(feat) - n, __VA_ARGS__); } while (0)
+	if (o->high_wm >= 0) {
+		FEAT(" high_watermark %lld", (long long)o->high_wm);
+		nf += 2;
+	}
+	if (o->low_wm >= 0) {
+		FEAT(" low_watermark %lld", (long long)o->low_wm);
+		nf += 2;
+	}
+	if (o->wb_jobs >= 0) {
+		FEAT(" writeback_jobs %lld", (long long)o->wb_jobs);
+		nf += 2;
+	}
+	if (o->max_age >= 0) {
+		FEAT(" max_age %lld", (long long)o->max_age);
+		nf += 2;
+	}
+	if (o->writeback) {
+		FEAT(" writeback %s", o->writeback);
+		nf += 2;
+	}
+	if (o->flush_on_suspend) {
+		FEAT(" flush_on_suspend");
+		nf++;
+	}
+	if (o->cleaner) {
+		FEAT(" cleaner");
+		nf++;
+	}
+	if (o->format) {
+		FEAT(" format");
+		nf++;
+	}
+#undef FEAT
+	if (nf)
+		n = snprintf(buf, len, "%s %s %u %d%s", o->origin, o->cache,
+			     o->block_size, nf, feat);
+	else
+		n = snprintf(buf, len, "%s %s %u", o->origin, o->cache, o->block_size);
+	(void)sectors;
+	return n < (int)len ? 0 : -1;
+}
+
+int cmd_create(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "origin", required_argument, NULL, 'o' },
+		{ "cache", required_argument, NULL, 'c' },
+		{ "block-size", required_argument, NULL, 'b' },
+		{ "high-watermark", required_argument, NULL, OPT_HIGH },
+		{ "low-watermark", required_argument, NULL, OPT_LOW },
+		{ "writeback-jobs", required_argument, NULL, OPT_JOBS },
+		{ "max-age", required_argument, NULL, OPT_AGE },
+		{ "writeback", required_argument, NULL, OPT_WB },
+		{ "flush-on-suspend", no_argument, NULL, OPT_FOS },
+		{ "cleaner", no_argument, NULL, OPT_CLEANER },
+		{ "format", no_argument, NULL, OPT_FORMAT },
+		{ "force", no_argument, NULL, 'f' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct create_opts o = {
+		.block_size = 4096, .high_wm = -1, .low_wm = -1, .wb_jobs = -1,
+		.max_age = -1,
+	};
+	struct create_devs dev;
+	struct dm_task *dmt;
+	struct dm_info info;
+	char table[1024], reason[512];
+	int c, r, kfd;
+
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+o:c:b:f", opts, NULL)) != -1) {
+		r = 0;
+		switch (c) {
+		case 'o':
+			o.origin = optarg;
+			break;
+		case 'c':
+			o.cache = optarg;
+			break;
+		case 'b':
+			if (parse_u32_range(optarg, PMC_MIN_BLOCK_SIZE, PMC_MAX_BLOCK_SIZE,
+					    &o.block_size) ||
+			    (o.block_size & (o.block_size - 1))) {
+				err("--block-size: '%s' is not a power of two from %u to %u",
+				    optarg, PMC_MIN_BLOCK_SIZE, PMC_MAX_BLOCK_SIZE);
+				return EXIT_USAGE;
+			}
+			break;
+		case OPT_HIGH:
+			r = parse_feature("high-watermark", optarg, 0, WM_MAX, &o.high_wm);
+			break;
+		case OPT_LOW:
+			r = parse_feature("low-watermark", optarg, 0, WM_MAX, &o.low_wm);
+			break;
+		case OPT_JOBS:
+			r = parse_feature("writeback-jobs", optarg, 1, JOBS_MAX, &o.wb_jobs);
+			break;
+		case OPT_AGE:
+			r = parse_feature("max-age", optarg, 1, MAX_AGE_MAX, &o.max_age);
+			break;
+		case OPT_WB:
+			if (strcmp(optarg, "pfn") && strcmp(optarg, "bounce") &&
+			    strcmp(optarg, "auto")) {
+				err("--writeback: '%s' is not pfn, bounce or auto", optarg);
+				return EXIT_USAGE;
+			}
+			o.writeback = optarg;
+			break;
+		case OPT_FOS:
+			o.flush_on_suspend = true;
+			break;
+		case OPT_CLEANER:
+			o.cleaner = true;
+			break;
+		case OPT_FORMAT:
+			o.format = true;
+			break;
+		case 'f':
+			o.force = true;
+			break;
+		default:
+			err("bad option '%s' (see pmemcachectl create --help)", argv[optind - 1]);
+			return EXIT_USAGE;
+		}
+		if (r)
+			return r;
+	}
+	if (argc - optind != 1) {
+		err("need exactly one NAME (see pmemcachectl create --help)");
+		return EXIT_USAGE;
+	}
+	o.name = argv[optind];
+	if (!o.origin || !o.cache) {
+		err("--origin and --cache are required");
+		return EXIT_USAGE;
+	}
+	if (!*o.name || strlen(o.name) >= DM_NAME_MAX || strchr(o.name, '/') ||
+	    !strcmp(o.name, ".") || !strcmp(o.name, "..") || !strcmp(o.name, "control")) {
+		err("'%s' is not a valid device-mapper name", o.name);
+		return EXIT_USAGE;
+	}
+	if ((o.high_wm >= 0 ? o.high_wm : DEF_HIGH_WM) <
+	    (o.low_wm >= 0 ? o.low_wm : DEF_LOW_WM)) {
+		err("low watermark (%lld) is above high watermark (%lld)",
+		    (long long)(o.low_wm >= 0 ? o.low_wm : DEF_LOW_WM),
+		    (long long)(o.high_wm >= 0 ? o.high_wm : DEF_HIGH_WM));
+		return EXIT_USAGE;
+	}
+	if (o.force && !o.format) {
+		err("--force only makes sense with --format");
+		return EXIT_USAGE;
+	}
+
+	/* Devices: exist, block devices, sizes, not the same, pmem. */
+	r = create_check_devices(&o, &dev);
+	if (r)
+		return r;
+
+	r = dm_setup();
+	if (r)
+		return r;
+	r = dm_info(o.name, &info);
+	if (r > 0) {
+		err("%s: name already in use by a device-mapper device", o.name);
+		return EXIT_DEVICE;
+	}
+	if (r < 0) {
+		err("cannot query device-mapper: %s", dm_why());
+		return EXIT_DM;
+	}
+	if (!target_registered()) {
+		err("the pmemcache target is not loaded (modprobe dm-pmemcache)");
+		return EXIT_DM;
+	}
+	r = create_check_cache(&o, &dev);
+	if (r)
+		return r;
+	if (build_table(&o, dev.origin_sectors, table, sizeof(table))) {
+		err("device paths too long");
+		return EXIT_USAGE;
+	}
+
+	kfd = kmsg_open();
+	dmt = task(DM_DEVICE_CREATE, o.name);
+	if (!dmt || !dm_task_add_target(dmt, 0, dev.origin_sectors, TARGET, table) ||
+	    !dm_task_set_add_node(dmt, DM_ADD_NODE_ON_CREATE)) {
+		err("cannot build the create request");
+		if (dmt)
+			dm_task_destroy(dmt);
+		if (kfd >= 0)
+			close(kfd);
+		return EXIT_DM;
+	}
+	dm_lasterr = 0;
+	if (!dm_task_run(dmt)) {
+		if (kmsg_reason(kfd, reason, sizeof(reason)))
+			err("%s: the kernel refused the table: %s", o.name, reason);
+		else
+			err("%s: the kernel refused the table: %s", o.name, dm_why());
+		dm_task_destroy(dmt);
+		dm_task_update_nodes();
+		return dm_lasterr == EBUSY ? EXIT_DEVICE : EXIT_DM;
+	}
+	if (kfd >= 0)
+		close(kfd);
+	dm_task_destroy(dmt);
+	dm_task_update_nodes();
+	if (!dm_mknodes(o.name))
+		warnx_("could not create /dev/mapper/%s", o.name);
+	printf("%s: created /dev/mapper/%s (%s cached by %s, %llu blocks of %u bytes)\n",
+	       o.name, o.name, o.origin, o.cache, (unsigned long long)dev.n_blocks,
+	       o.block_size);
+	return EXIT_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* status / list                                                       */
+
+struct sample {
+	uint64_t len;
+	struct pmc_status st;
+	struct timespec t;
+};
+
+static double now_s(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+/* One status sample; 0 or an exit code after one error line. */
+static int sample(const char *name, struct sample *s)
+{
+	char *params;
+	int r = dm_get(DM_DEVICE_STATUS, name, &s->len, &params);
+
+	if (r)
+		return r;
+	clock_gettime(CLOCK_MONOTONIC, &s->t);
+	if (pmc_status_parse(params, &s->st)) {
+		err("%s: unexpected status line '%s'", name, params);
+		free(params);
+		return EXIT_DM;
+	}
+	free(params);
+	return 0;
+}
+
+static void sleep_ms(unsigned int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+static double rate_of(const struct sample *a, const struct sample *b, uint32_t bs)
+{
+	double dt = (b->t.tv_sec - a->t.tv_sec) + (b->t.tv_nsec - a->t.tv_nsec) / 1e9;
+	uint64_t x = pmc_status_wb_bytes(&a->st), y = pmc_status_wb_bytes(&b->st);
+
+	if (dt <= 0)
+		return 0;
+	if (y >= x)
+		return (double)(y - x) / dt;
+	/* counters were cleared: estimate from the dirty count */
+	return a->st.dirty > b->st.dirty ?
+		(double)(a->st.dirty - b->st.dirty) * bs / dt : 0;
+}
+
+static void human_bytes(double b, char *out, size_t len)
+{
+	static const char *const u[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+	int i = 0;
+
+	while (b >= 1024 && i < 4) {
+		b /= 1024;
+		i++;
+	}
+	snprintf(out, len, "%.1f %s", b, u[i]);
+}
+
+static void status_human(const char *name, const struct sample *s,
+			 const struct pmc_table *t, double rate)
+{
+	const struct pmc_status *st = &s->st;
+	char *op = devpath_of(t->origin), *cp = devpath_of(t->cache), rb[32];
+
+	printf("%s: pmemcache, %s\n", name, st->cleaner ? "cleaner mode" : "normal mode");
+	printf("  %-18s %s (%s)\n", "origin", op ? op : t->origin, t->origin);
+	printf("  %-18s %s (%s)\n", "cache", cp ? cp : t->cache, t->cache);
+	printf("  %-18s %u bytes\n", "block size", t->block_size);
+	if (t->features[0])
+		printf("  %-18s %s\n", "features", t->features);
+	printf("  %-18s %llu\n", "blocks", (unsigned long long)st->blocks);
+	printf("  %-18s %llu (%.1f%%)\n", "dirty", (unsigned long long)st->dirty,
+	       st->blocks ? 100.0 * st->dirty / st->blocks : 0.0);
+	printf("  %-18s %llu\n", "clean", (unsigned long long)st->clean);
+	printf("  %-18s %llu\n", "free", (unsigned long long)st->free);
+	printf("  %-18s %llu hits, %llu partial, %llu misses\n", "reads",
+	       (unsigned long long)st->read_hits, (unsigned long long)st->read_partial,
+	       (unsigned long long)st->read_misses);
+	printf("  %-18s %llu hits, %llu new, %llu around\n", "writes",
+	       (unsigned long long)st->write_hits, (unsigned long long)st->write_new,
+	       (unsigned long long)st->write_around);
+	printf("  %-18s %llu discards, %llu flushes\n", "other",
+	       (unsigned long long)st->discards, (unsigned long long)st->flushes);
+	human_bytes((double)pmc_status_wb_bytes(st), rb, sizeof(rb));
+	printf("  %-18s %llu blocks, %s (route %s)\n", "written back",
+	       (unsigned long long)(st->wb_pfn_blocks + st->wb_bounce_blocks), rb,
+	       st->route);
+	if (rate >= 0) {
+		human_bytes(rate, rb, sizeof(rb));
+		printf("  %-18s %s/s\n", "writeback rate", rb);
+	}
+	printf("  %-18s %llu writeback, %llu media, %llu pfn refused\n", "errors",
+	       (unsigned long long)st->wb_errors, (unsigned long long)st->media_errors,
+	       (unsigned long long)st->wb_notsupp);
+	human_bytes(st->ram_bytes_per_block * st->blocks, rb, sizeof(rb));
+	printf("  %-18s %s (%.1f bytes per block)\n", "index RAM", rb,
+	       st->ram_bytes_per_block);
+	free(op);
+	free(cp);
+}
+
+static void print_json(json_object *j)
+{
+	printf("%s\n", json_object_to_json_string_ext(j, JSON_C_TO_STRING_PRETTY |
+						      JSON_C_TO_STRING_NOSLASHESCAPE));
+}
+
+static json_object *status_obj(const char *name, const struct sample *s,
+			       const struct pmc_table *t, double rate)
+{
+	char *op = t ? devpath_of(t->origin) : NULL;
+	char *cp = t ? devpath_of(t->cache) : NULL;
+	json_object *j = pmc_status_json(name, s->len, &s->st, t, op, cp, rate);
+
+	free(op);
+	free(cp);
+	return j;
+}
+
+/* Test hook: status from captured lines, no device-mapper involved. */
+static int status_from_lines(const char *name, const char *sline,
+			     const char *tline, bool json)
+{
+	struct sample s = { 0 };
+	struct pmc_table t;
+	const char *params;
+	uint64_t start;
+	char type[64];
+
+	if (pmc_split_dm_line(sline, &start, &s.len, type, sizeof(type), &params) ||
+	    strcmp(type, TARGET) || pmc_status_parse(params, &s.st)) {
+		err("unexpected status line '%s'", sline);
+		return EXIT_DM;
+	}
+	if (tline && (pmc_split_dm_line(tline, &start, &s.len, type, sizeof(type), &params) ||
+		      strcmp(type, TARGET) || pmc_table_parse(params, &t))) {
+		err("unexpected table line '%s'", tline);
+		return EXIT_DM;
+	}
+	if (json) {
+		json_object *j = status_obj(name, &s, tline ? &t : NULL, -1);
+
+		print_json(j);
+		json_object_put(j);
+	} else if (tline) {
+		status_human(name, &s, &t, -1);
+	} else {
+		err("--status-line without --table-line needs --json");
+		return EXIT_USAGE;
+	}
+	return 0;
+}
+
+enum { OPT_SLINE = 300, OPT_TLINE };
+
+int cmd_status(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "interval", required_argument, NULL, 'i' },
+		/* hidden test hooks */
+		{ "status-line", required_argument, NULL, OPT_SLINE },
+		{ "table-line", required_argument, NULL, OPT_TLINE },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *sline = NULL, *tline = NULL, *name;
+	struct sample a, b;
+	struct pmc_table t;
+	uint32_t interval = 200;
+	bool json = false;
+	double rate = -1;
+	uint64_t len;
+	char *params;
+	int c, r;
+
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+ji:", opts, NULL)) != -1) {
+		switch (c) {
+		case 'j':
+			json = true;
+			break;
+		case 'i':
+			if (parse_u32_range(optarg, 0, 60000, &interval)) {
+				err("--interval: '%s' is not a number of ms from 0 to 60000", optarg);
+				return EXIT_USAGE;
+			}
+			break;
+		case OPT_SLINE:
+			sline = optarg;
+			break;
+		case OPT_TLINE:
+			tline = optarg;
+			break;
+		default:
+			err("bad option '%s' (see pmemcachectl status --help)", argv[optind - 1]);
+			return EXIT_USAGE;
+		}
+	}
+	if (argc - optind != 1) {
+		err("need exactly one NAME (see pmemcachectl status --help)");
+		return EXIT_USAGE;
+	}
+	name = argv[optind];
+	if (sline)
+		return status_from_lines(name, sline, tline, json);
+
+	r = dm_setup();
+	if (r)
+		return r;
+	r = dm_get(DM_DEVICE_TABLE, name, &len, &params);
+	if (r)
+		return r;
+	if (pmc_table_parse(params, &t)) {
+		err("%s: unexpected table '%s'", name, params);
+		free(params);
+		return EXIT_DM;
+	}
+	free(params);
+	r = sample(name, &a);
+	if (r)
+		return r;
+	if (interval) {
+		sleep_ms(interval);
+		r = sample(name, &b);
+		if (r)
+			return r;
+		rate = rate_of(&a, &b, t.block_size);
+		a = b;
+	}
+	if (json) {
+		json_object *j = status_obj(name, &a, &t, rate);
+
+		print_json(j);
+		json_object_put(j);
+	} else {
+		status_human(name, &a, &t, rate);
+	}
+	return EXIT_OK;
+}
+
+int cmd_list(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct dm_task *dmt;
+	struct dm_names *n;
+	json_object *arr = NULL;
+	bool json = false;
+	unsigned int next = 0;
+	int c, r, count = 0;
+
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+j", opts, NULL)) != -1) {
+		if (c != 'j') {
+			err("bad option '%s' (see pmemcachectl list --help)", argv[optind - 1]);
+			return EXIT_USAGE;
+		}
+		json = true;
+	}
+	if (argc != optind) {
+		err("takes no arguments (see pmemcachectl list --help)");
+		return EXIT_USAGE;
+	}
+	r = dm_setup();
+	if (r)
+		return r;
+	dmt = task(DM_DEVICE_LIST, NULL);
+	if (!dmt || !dm_task_run(dmt)) {
+		err("cannot list device-mapper devices: %s", dm_why());
+		if (dmt)
+			dm_task_destroy(dmt);
+		return EXIT_DM;
+	}
+	if (json)
+		arr = json_object_new_array();
+	else
+		printf("%-16s %10s %10s %7s %-8s %s\n", "NAME", "BLOCKS", "DIRTY", "DIRTY%",
+		       "MODE", "ORIGIN -> CACHE");
+	n = dm_task_get_names(dmt);
+	if (n && n->dev) {
+		do {
+			struct dm_task *t;
+			uint64_t start, length;
+			char *ttype = NULL, *p = NULL;
+			struct pmc_table tb;
+			struct sample s;
+			bool ours;
+
+			n = (struct dm_names *)((char *)n + next);
+			next = n->next;
+			t = task(DM_DEVICE_TABLE, n->name);
+			if (!t || !dm_task_run(t)) {
+				if (t)
+					dm_task_destroy(t);
+				continue;
+			}
+			ours = !dm_get_next_target(t, NULL, &start, &length, &ttype, &p) &&
+			       ttype && !strcmp(ttype, TARGET) && p &&
+			       !pmc_table_parse(p, &tb);
+			dm_task_destroy(t);
+			if (!ours || sample(n->name, &s))
+				continue;
+			count++;
+			if (json) {
+				json_object_array_add(arr, status_obj(n->name, &s, &tb, -1));
+			} else {
+				char *op = devpath_of(tb.origin), *cp = devpath_of(tb.cache);
+
+				printf("%-16s %10llu %10llu %6.1f%% %-8s %s -> %s\n", n->name,
+				       (unsigned long long)s.st.blocks,
+				       (unsigned long long)s.st.dirty,
+				       s.st.blocks ? 100.0 * s.st.dirty / s.st.blocks : 0.0,
+				       s.st.cleaner ? "cleaner" : "normal",
+				       op ? op : tb.origin, cp ? cp : tb.cache);
+				free(op);
+				free(cp);
+			}
+		} while (next);
+	}
+	dm_task_destroy(dmt);
+	if (json) {
+		print_json(arr);
+		json_object_put(arr);
+	}
+	(void)count;
+	return EXIT_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* flush / remove                                                      */
+
+static volatile sig_atomic_t interrupted;
+
+static void on_sigint(int sig)
+{
+	(void)sig;
+	interrupted = 1;
+}
+
+static void progress(const char *name, const struct sample *s, uint64_t start_dirty,
+		     double rate, bool tty, bool final)
+{
+	char rb[32];
+
+	human_bytes(rate, rb, sizeof(rb));
+	if (tty) {
+		int width = 30, fill;
+		double done = start_dirty ?
+			1.0 - (double)s->st.dirty / (double)start_dirty : 1.0;
+		char bar[64];
+
+		if (done < 0)
+			done = 0;
+		fill = (int)(done * width + 0.5);
+		memset(bar, '#', fill);
+		memset(bar + fill, '-', width - fill);
+		bar[width] = 0;
+		printf("\r%s: [%s] %3d%%  %llu blocks left  %s/s   %s", name, bar,
+		       (int)(done * 100 + 0.5), (unsigned long long)s->st.dirty, rb,
+		       final ? "\n" : "");
+	} else {
+		printf("%s: %llu dirty blocks left, %s/s\n", name,
+		       (unsigned long long)s->st.dirty, rb);
+	}
+	fflush(stdout);
+}
+
+/*
+ * Send "flush" from a child (the message returns only when the cache is
+ * clean) and show progress from status samples here.  Ctrl-C: the child's
+ * wait is interruptible, the device keeps running with the normal
+ * watermark writeback.
+ */
+static int do_flush(const char *name, bool quiet)
+{
+	struct sigaction sa, old;
+	struct sample first, prev, cur;
+	struct pmc_table t;
+	bool tty = isatty(STDOUT_FILENO);
+	double last_print = 0, rate = 0;
+	uint64_t len;
+	char *params;
+	pid_t pid;
+	int r, status, rc;
+
+	r = dm_get(DM_DEVICE_TABLE, name, &len, &params);
+	if (r)
+		return r;
+	if (pmc_table_parse(params, &t))
+		t.block_size = PMC_MAX_BLOCK_SIZE;
+	free(params);
+	r = sample(name, &first);
+	if (r)
+		return r;
+	prev = first;
+
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0) {
+		err("fork: %s", strerror(errno));
+		return EXIT_DM;
+	}
+	if (!pid) {
+		r = dm_message(name, "flush");
+		_exit(r == 0 ? 0 : r == -EBUSY ? 2 : r == -EINTR ? 3 : 1);
+	}
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_sigint;	/* no SA_RESTART: sleeps end early */
+	sigaction(SIGINT, &sa, &old);
+	for (;;) {
+		pid_t w = waitpid(pid, &status, WNOHANG);
+
+		if (w == pid)
+			break;
+		if (interrupted) {
+			kill(pid, SIGINT);
+			waitpid(pid, &status, 0);
+			if (!quiet && tty)
+				printf("\n");
+			err("%s: interrupted; the device keeps working, dirty blocks "
+			    "are written back by the watermark policy", name);
+			sigaction(SIGINT, &old, NULL);
+			return EXIT_INTERRUPTED;
+		}
+		sleep_ms(250);
+		if (sample(name, &cur))
+			continue;
+		if (now_s() - last_print >= (tty ? 0.25 : 1.0)) {
+			rate = rate_of(&prev, &cur, t.block_size);
+			prev = cur;
+			if (!quiet)
+				progress(name, &cur, first.st.dirty, rate, tty, false);
+			last_print = now_s();
+		}
+	}
+	sigaction(SIGINT, &old, NULL);
+	rc = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+	r = sample(name, &cur);
+	if (r)
+		return r;
+	if (!quiet)
+		progress(name, &cur, first.st.dirty, rate, tty, true);
+	switch (rc) {
+	case 0:
+		return EXIT_OK;
+	case 2:
+		err("%s: the device is suspended; resume it first", name);
+		return EXIT_DM;
+	case 3:
+		err("%s: flush interrupted", name);
+		return EXIT_INTERRUPTED;
+	default:
+		err("%s: flush failed: an origin write failed, %llu blocks still dirty "
+		    "(%llu writeback errors)", name, (unsigned long long)cur.st.dirty,
+		    (unsigned long long)cur.st.wb_errors);
+		return EXIT_IO;
+	}
+}
+
+static int flush_opts(int argc, char **argv, const char *cmd, bool *quiet,
+		      bool *keep)
+{
+	static const struct option opts[] = {
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "keep-dirty", no_argument, NULL, 'k' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c;
+
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, keep ? "+qk" : "+q", opts, NULL)) != -1) {
+		if (c == 'q') {
+			*quiet = true;
+		} else if (c == 'k' && keep) {
+			*keep = true;
+		} else {
+			err("bad option '%s' (see pmemcachectl %s --help)", argv[optind - 1], cmd);
+			return EXIT_USAGE;
+		}
+	}
+	if (argc - optind != 1) {
+		err("need exactly one NAME (see pmemcachectl %s --help)", cmd);
+		return EXIT_USAGE;
+	}
+	return 0;
+}
+
+int cmd_flush(int argc, char **argv)
+{
+	bool quiet = false;
+	int r = flush_opts(argc, argv, "flush", &quiet, NULL);
+
+	if (r)
+		return r;
+	r = dm_setup();
+	if (r)
+		return r;
+	return do_flush(argv[optind], quiet);
+}
+
+int cmd_remove(int argc, char **argv)
+{
+	bool quiet = false, keep = false;
+	struct dm_task *dmt;
+	struct dm_info info;
+	const char *name;
+	uint64_t len;
+	char *params;
+	int r = flush_opts(argc, argv, "remove", &quiet, &keep);
+
+	if (r)
+		return r;
+	name = argv[optind];
+	r = dm_setup();
+	if (r)
+		return r;
+	r = dm_get(DM_DEVICE_TABLE, name, &len, &params);	/* exists, is ours */
+	if (r)
+		return r;
+	free(params);
+	if (dm_info(name, &info) > 0 && info.open_count > 0) {
+		err("%s: device is in use (open count %d)", name, info.open_count);
+		return EXIT_DEVICE;
+	}
+	if (!keep) {
+		r = do_flush(name, quiet);
+		if (r) {
+			err("%s: not removed", name);
+			return r;
+		}
+	}
+	dmt = task(DM_DEVICE_REMOVE, name);
+	dm_lasterr = 0;
+	if (!dmt || !dm_task_run(dmt)) {
+		err("%s: cannot remove: %s", name, dm_why());
+		if (dmt)
+			dm_task_destroy(dmt);
+		return dm_lasterr == EBUSY ? EXIT_DEVICE : EXIT_DM;
+	}
+	dm_task_destroy(dmt);
+	dm_task_update_nodes();
+	printf("%s: removed%s\n", name, keep ? " (dirty blocks kept in pmem)" : "");
+	return EXIT_OK;
+}

@@ -1,0 +1,151 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * pmemcachectl: administration of dm-pmemcache devices.
+ *
+ * Thin command layer in the style of ndctl: this file dispatches, the
+ * commands live in cmd_dm.c (create, status, list, flush, remove; through
+ * libdevmapper) and cmd_check.c (check, drain; through the module's own
+ * metadata code, libpmc.c).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "pmemcachectl.h"
+
+struct command {
+	const char *name;
+	int (*fn)(int argc, char **argv);
+	const char *summary;
+	const char *usage;
+};
+
+static const struct command commands[] = {
+	{ "create", cmd_create, "create a cache device over an origin",
+	  "usage: pmemcachectl create NAME --origin DEV --cache PMEMDEV [options]\n"
+	  "\n"
+	  "Check both devices and load a pmemcache table named NAME.\n"
+	  "  -o, --origin DEV          device to cache (e.g. /dev/md0)\n"
+	  "  -c, --cache PMEMDEV       pmem namespace (e.g. /dev/pmem0)\n"
+	  "  -b, --block-size N        cache block size, 512..4096, power of two (4096)\n"
+	  "      --high-watermark PCT  start writeback above PCT% dirty (50)\n"
+	  "      --low-watermark PCT   stop writeback at PCT% dirty (45)\n"
+	  "      --writeback-jobs N    blocks in flight to the origin, 1..65536 (1024)\n"
+	  "      --max-age MS          write back blocks dirty for longer than MS\n"
+	  "      --writeback MODE      pfn, bounce or auto (auto)\n"
+	  "      --flush-on-suspend    write back everything on suspend\n"
+	  "      --cleaner             start in cleaner mode\n"
+	  "      --format              format the cache even if it holds a cache\n"
+	  "  -f, --force               with --format: discard dirty blocks\n" },
+	{ "status", cmd_status, "show the counters of a cache device",
+	  "usage: pmemcachectl status NAME [--json] [--interval MS]\n"
+	  "\n"
+	  "  -j, --json           one JSON object (stable keys, see pmemcachectl(8))\n"
+	  "  -i, --interval MS    sample twice MS apart to measure the writeback\n"
+	  "                       rate (default 200; 0: no rate)\n" },
+	{ "list", cmd_list, "list the cache devices",
+	  "usage: pmemcachectl list [--json]\n" },
+	{ "flush", cmd_flush, "write back all dirty blocks, with progress",
+	  "usage: pmemcachectl flush NAME [--quiet]\n"
+	  "\n"
+	  "Send the flush message and show blocks left and rate until the cache\n"
+	  "is clean.  Ctrl-C stops waiting; the device keeps working.\n"
+	  "  -q, --quiet    no progress output\n" },
+	{ "remove", cmd_remove, "flush and remove a cache device",
+	  "usage: pmemcachectl remove NAME [--keep-dirty] [--quiet]\n"
+	  "\n"
+	  "  -k, --keep-dirty   do not flush: dirty blocks stay in pmem and come back\n"
+	  "                     on the next create with the same devices\n"
+	  "  -q, --quiet        no progress output\n" },
+	{ "check", cmd_check, "validate cache metadata offline",
+	  "usage: pmemcachectl check PMEMDEV [--origin DEV] [--json]\n"
+	  "\n"
+	  "Read the cache metadata from PMEMDEV (device or image file) without the\n"
+	  "module, validate the superblock and every record, report dirty blocks\n"
+	  "and the origin identity.  Never writes.\n"
+	  "  -o, --origin DEV   also check that the cache belongs to DEV\n"
+	  "  -j, --json         one JSON object\n"
+	  "Exit: 0 clean, 4 dirty, 5 no cache, 6 corrupt/foreign/damaged,\n"
+	  "      7 belongs to another origin, 2 cannot open.\n" },
+	{ "drain", cmd_drain, "write dirty blocks to the origin offline",
+	  "usage: pmemcachectl drain PMEMDEV ORIGINDEV [--dry-run] [--no-mark-clean] [--json]\n"
+	  "\n"
+	  "Without the module: check PMEMDEV, verify that ORIGINDEV is its origin,\n"
+	  "write every dirty block (its valid sectors) to ORIGINDEV, flush it, then\n"
+	  "mark the blocks clean in PMEMDEV.\n"
+	  "  -n, --dry-run        report what would be written, write nothing\n"
+	  "      --no-mark-clean  leave PMEMDEV untouched (opened read-only)\n"
+	  "  -j, --json           one JSON object\n" },
+};
+
+static const struct command *find(const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (!strcmp(commands[i].name, name))
+			return &commands[i];
+	return NULL;
+}
+
+void usage_cmd(const char *cmd, bool to_stderr)
+{
+	const struct command *c = find(cmd);
+
+	if (c)
+		fputs(c->usage, to_stderr ? stderr : stdout);
+}
+
+static void usage(FILE *f)
+{
+	size_t i;
+
+	fprintf(f, "usage: pmemcachectl COMMAND [ARGS]\n\nCommands:\n");
+	for (i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
+	fprintf(f, "\n'pmemcachectl COMMAND --help' shows the options of a command;\n"
+		   "see pmemcachectl(8) for exit codes and the JSON keys.\n");
+}
+
+int main(int argc, char **argv)
+{
+	const struct command *c;
+	int i;
+
+	if (argc < 2) {
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+		usage(stdout);
+		return EXIT_OK;
+	}
+	if (!strcmp(argv[1], "-V") || !strcmp(argv[1], "--version")) {
+		printf("pmemcachectl %s\n", PMCTL_VERSION);
+		return EXIT_OK;
+	}
+	if (!strcmp(argv[1], "help")) {
+		if (argc < 3) {
+			usage(stdout);
+			return EXIT_OK;
+		}
+		if (!find(argv[2])) {
+			err("unknown command '%s' (see pmemcachectl --help)", argv[2]);
+			return EXIT_USAGE;
+		}
+		usage_cmd(argv[2], false);
+		return EXIT_OK;
+	}
+	c = find(argv[1]);
+	if (!c) {
+		err("unknown command '%s' (see pmemcachectl --help)", argv[1]);
+		return EXIT_USAGE;
+	}
+	for (i = 2; i < argc && strcmp(argv[i], "--"); i++) {
+		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+			usage_cmd(c->name, false);
+			return EXIT_OK;
+		}
+	}
+	set_err_cmd(c->name);
+	return c->fn(argc - 1, argv + 1);
+}

@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Checks that `create` runs before it loads a table: the devices, and the
+ * metadata already on the cache device (through libpmc).  Plain C types
+ * only, so that cmd_dm.c (libdevmapper.h, <linux/types.h>) never includes
+ * the shim headers of the shared metadata code.
+ */
+#ifndef PMCTL_PRECHECK_H
+#define PMCTL_PRECHECK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct create_opts {
+	const char *name, *origin, *cache;
+	uint32_t block_size;
+	int64_t high_wm, low_wm, wb_jobs, max_age;	/* -1: default */
+	const char *writeback;
+	bool flush_on_suspend, cleaner, format, force;
+};
+
+struct create_devs {
+	uint64_t origin_sectors;
+	uint64_t n_blocks;		/* of a fresh format */
+	uint32_t origin_kind;		/* PMC_ORIGIN_ID_* */
+	uint8_t origin_uuid[16];
+};
+
+/* 0, or an exit code after one error line on stderr. */
+int create_check_devices(const struct create_opts *o, struct create_devs *d);
+int create_check_cache(const struct create_opts *o, const struct create_devs *d);
+
+#endif /* PMCTL_PRECHECK_H */

@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The pmemcache status and table lines (docs/dm-pmemcache.rst, order of
+ * target.c pmc_status()) and the stable JSON object built from them.
+ * No libdevmapper here: unit-tested on captured lines.
+ */
+#ifndef PMCTL_STATUS_H
+#define PMCTL_STATUS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <json-c/json.h>
+
+/* Version of the JSON object: bumped only on incompatible changes. */
+#define PMCTL_STATUS_SCHEMA	1
+
+struct pmc_status {
+	uint64_t blocks, dirty, free, clean;
+	uint64_t read_hits, read_partial, read_misses;
+	uint64_t write_hits, write_new, write_around, discards, flushes;
+	uint64_t wb_pfn_blocks, wb_pfn_bytes, wb_bounce_blocks, wb_bounce_bytes;
+	uint64_t wb_errors, wb_notsupp, media_errors;
+	double ram_bytes_per_block;
+	char route[16];		/* "pfn" | "bounce" */
+	bool cleaner;
+};
+
+struct pmc_table {
+	char origin[64];	/* "major:minor" as the kernel prints it */
+	char cache[64];
+	uint32_t block_size;
+	char features[256];	/* non-default features, as in the table */
+};
+
+/* INFO params (after "<start> <len> pmemcache"): 0 or -1. */
+int pmc_status_parse(const char *params, struct pmc_status *s);
+/* TABLE params: 0 or -1. */
+int pmc_table_parse(const char *params, struct pmc_table *t);
+
+/* Split "<start> <len> <type> <params>" (a dmsetup line): 0 or -1. */
+int pmc_split_dm_line(const char *line, uint64_t *start, uint64_t *len,
+		      char *type, size_t type_len, const char **params);
+
+/*
+ * The status object.  @rate_bps < 0: not measured (JSON null).  @t,
+ * @origin_path and @cache_path may be NULL.
+ */
+json_object *pmc_status_json(const char *name, uint64_t len_sectors,
+			     const struct pmc_status *s,
+			     const struct pmc_table *t, const char *origin_path,
+			     const char *cache_path, double rate_bps);
+
+static inline uint64_t pmc_status_wb_bytes(const struct pmc_status *s)
+{
+	return s->wb_pfn_bytes + s->wb_bounce_bytes;
+}
+
+#endif /* PMCTL_STATUS_H */

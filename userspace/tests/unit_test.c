@@ -1,0 +1,254 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Host unit tests of pmemcachectl's pure parts: status/table parsing, the
+ * status JSON schema, number parsing, the crc32c of the shim, and the
+ * check verdicts on images made in memory by the module's own format code.
+ * One property per case; `make -C userspace test` runs them.
+ */
+#define _DEFAULT_SOURCE
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pmemcachectl.h"
+#include "libpmc.h"
+#include "status.h"
+
+static int failures, cases;
+
+#define CHECK(cond) do {						\
+	if (!(cond)) {							\
+		fprintf(stderr, "%s:%d: %s: FAILED: %s\n", __FILE__,	\
+			__LINE__, __func__, #cond);			\
+		failures++;						\
+		return;							\
+	}								\
+} while (0)
+
+#define STATUS_OK "1000 10 900 90 5 1 7 3 11 0 2 4 6 24576 8 32768 1 0 0 12.1 bounce -"
+
+static void status_parses_all_22_fields(void)
+{
+	struct pmc_status s;
+
+	CHECK(!pmc_status_parse(STATUS_OK, &s));
+	CHECK(s.blocks == 1000 && s.dirty == 10 && s.free == 900 && s.clean == 90);
+	CHECK(s.read_hits == 5 && s.read_partial == 1 && s.read_misses == 7);
+	CHECK(s.write_hits == 3 && s.write_new == 11 && s.write_around == 0);
+	CHECK(s.discards == 2 && s.flushes == 4);
+	CHECK(s.wb_pfn_blocks == 6 && s.wb_pfn_bytes == 24576);
+	CHECK(s.wb_bounce_blocks == 8 && s.wb_bounce_bytes == 32768);
+	CHECK(s.wb_errors == 1 && s.wb_notsupp == 0 && s.media_errors == 0);
+	CHECK(s.ram_bytes_per_block > 12.09 && s.ram_bytes_per_block < 12.11);
+	CHECK(!strcmp(s.route, "bounce") && !s.cleaner);
+}
+
+static void status_rejects_wrong_field_count(void)
+{
+	struct pmc_status s;
+
+	CHECK(pmc_status_parse("1000 10 900", &s));
+	CHECK(pmc_status_parse(STATUS_OK " extra", &s));
+	CHECK(pmc_status_parse("", &s));
+}
+
+static void status_rejects_bad_words(void)
+{
+	struct pmc_status s;
+
+	CHECK(pmc_status_parse("1000 10 900 90 5 1 7 3 11 0 2 4 6 24576 8 32768 1 0 0 12.1 warp -", &s));
+	CHECK(pmc_status_parse("1000 10 900 90 5 1 7 3 11 0 2 4 6 24576 8 32768 1 0 0 x bounce -", &s));
+	CHECK(pmc_status_parse("1000 10 900 90 5 1 7 3 11 0 2 4 6 24576 8 32768 1 0 0 12.1 pfn turbo", &s));
+}
+
+static void status_reads_cleaner_mode(void)
+{
+	struct pmc_status s;
+
+	CHECK(!pmc_status_parse("8 0 8 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 16.0 pfn cleaner", &s));
+	CHECK(s.cleaner && !strcmp(s.route, "pfn"));
+}
+
+static void table_keeps_features(void)
+{
+	struct pmc_table t;
+
+	CHECK(!pmc_table_parse("9:0 259:0 4096 4 high_watermark 60 low_watermark 40", &t));
+	CHECK(!strcmp(t.origin, "9:0") && !strcmp(t.cache, "259:0"));
+	CHECK(t.block_size == 4096);
+	CHECK(!strcmp(t.features, "4 high_watermark 60 low_watermark 40"));
+	CHECK(!pmc_table_parse("9:0 259:0 512", &t) && !t.features[0]);
+	CHECK(pmc_table_parse("9:0", &t));
+}
+
+static void dm_line_splits(void)
+{
+	uint64_t a, b;
+	const char *p;
+	char type[32];
+
+	CHECK(!pmc_split_dm_line("0 2048 pmemcache 1 2 3", &a, &b, type, sizeof(type), &p));
+	CHECK(a == 0 && b == 2048 && !strcmp(type, "pmemcache") && !strcmp(p, "1 2 3"));
+	CHECK(pmc_split_dm_line("garbage", &a, &b, type, sizeof(type), &p));
+}
+
+/* Every documented key is there, with its JSON type. */
+static void json_schema_is_stable(void)
+{
+	static const struct { const char *key; json_type type; } keys[] = {
+		{ "schema", json_type_int }, { "name", json_type_string },
+		{ "size_sectors", json_type_int }, { "origin_dev", json_type_string },
+		{ "cache_dev", json_type_string }, { "block_size", json_type_int },
+		{ "features", json_type_string }, { "blocks", json_type_int },
+		{ "dirty", json_type_int }, { "free", json_type_int },
+		{ "clean", json_type_int }, { "dirty_fraction", json_type_double },
+		{ "dirty_bytes", json_type_int }, { "read_hits", json_type_int },
+		{ "read_partial", json_type_int }, { "read_misses", json_type_int },
+		{ "write_hits", json_type_int }, { "write_new", json_type_int },
+		{ "write_around", json_type_int }, { "discards", json_type_int },
+		{ "flushes", json_type_int }, { "wb_pfn_blocks", json_type_int },
+		{ "wb_pfn_bytes", json_type_int }, { "wb_bounce_blocks", json_type_int },
+		{ "wb_bounce_bytes", json_type_int }, { "writeback_blocks", json_type_int },
+		{ "writeback_bytes", json_type_int },
+		{ "writeback_rate_bytes_per_sec", json_type_double },
+		{ "wb_errors", json_type_int }, { "wb_notsupp", json_type_int },
+		{ "media_errors", json_type_int }, { "errors", json_type_int },
+		{ "ram_bytes_per_block", json_type_double }, { "ram_bytes", json_type_int },
+		{ "route", json_type_string }, { "mode", json_type_string },
+	};
+	struct pmc_status s;
+	struct pmc_table t;
+	json_object *j, *v;
+	size_t i;
+
+	CHECK(!pmc_status_parse(STATUS_OK, &s));
+	CHECK(!pmc_table_parse("9:0 259:0 4096", &t));
+	j = pmc_status_json("pc", 2048, &s, &t, "/dev/md0", "/dev/pmem0", 1234.5);
+	for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		if (!json_object_object_get_ex(j, keys[i].key, &v) ||
+		    !json_object_is_type(v, keys[i].type)) {
+			fprintf(stderr, "key %s missing or of the wrong type\n", keys[i].key);
+			json_object_put(j);
+			CHECK(0);
+		}
+	}
+	json_object_object_get_ex(j, "dirty_fraction", &v);
+	CHECK(json_object_get_double(v) > 0.0099 && json_object_get_double(v) < 0.0101);
+	json_object_object_get_ex(j, "dirty_bytes", &v);
+	CHECK(json_object_get_int64(v) == 10 * 4096);
+	json_object_object_get_ex(j, "writeback_bytes", &v);
+	CHECK(json_object_get_int64(v) == 24576 + 32768);
+	json_object_object_get_ex(j, "ram_bytes", &v);
+	CHECK(json_object_get_int64(v) == 12100);
+	json_object_put(j);
+}
+
+static void json_rate_is_null_when_not_measured(void)
+{
+	struct pmc_status s;
+	json_object *j, *v;
+
+	CHECK(!pmc_status_parse(STATUS_OK, &s));
+	j = pmc_status_json("pc", 2048, &s, NULL, NULL, NULL, -1);
+	CHECK(json_object_object_get_ex(j, "writeback_rate_bytes_per_sec", &v) && !v);
+	json_object_put(j);
+}
+
+static void numbers_parse_strictly(void)
+{
+	uint64_t v;
+	uint32_t u;
+
+	CHECK(!parse_u64("4096", &v, false) && v == 4096);
+	CHECK(!parse_u64("4k", &v, true) && v == 4096);
+	CHECK(!parse_u64("2MiB", &v, true) && v == 2 << 20);
+	CHECK(parse_u64("4k", &v, false));
+	CHECK(parse_u64("-1", &v, false));
+	CHECK(parse_u64("", &v, false));
+	CHECK(parse_u64("12x", &v, true));
+	CHECK(parse_u64("99999999999999999999", &v, false));
+	CHECK(parse_u64("20000000T", &v, true));
+	CHECK(!parse_u32_range("100", 0, 100, &u) && u == 100);
+	CHECK(parse_u32_range("101", 0, 100, &u));
+	CHECK(parse_u32_range("0", 1, 100, &u));
+}
+
+/* Kernel crc32c(~0, "123456789") has no final inversion: ~0xe3069283. */
+static void crc32c_matches_kernel_convention(void)
+{
+	CHECK(pmc_crc32c(~0U, "123456789", 9) == (u32)~0xe3069283U);
+}
+
+static char *tmp_image(u64 bytes)
+{
+	static char path[64];
+	int fd;
+
+	snprintf(path, sizeof(path), "/tmp/pmc-unit-XXXXXX");
+	fd = mkstemp(path);
+	if (fd < 0 || ftruncate(fd, (off_t)bytes))
+		return NULL;
+	close(fd);
+	return path;
+}
+
+static void check_says_blank_then_clean_after_format(void)
+{
+	struct pmc_origin_id oid = { .sectors = 8192 };
+	struct pmc_image im;
+	const char *why;
+	char *p = tmp_image(1 << 20);
+
+	CHECK(p);
+	CHECK(!pmc_image_open(&im, p, false, false));
+	CHECK(pmc_image_check(&im, NULL, &why) == PMC_V_BLANK);
+	CHECK(!pmc_meta_format(&im.meta, im.base, im.pmem_bytes, 4096, &oid));
+	CHECK(pmc_image_check(&im, NULL, &why) == PMC_V_CLEAN);
+	CHECK(pmc_image_check(&im, &oid, &why) == PMC_V_CLEAN);
+	oid.sectors++;
+	CHECK(pmc_image_check(&im, &oid, &why) == PMC_V_MISMATCH);
+	CHECK(why && strstr(why, "origin size"));
+	pmc_image_close(&im);
+	unlink(p);
+}
+
+static void readonly_image_never_changes(void)
+{
+	struct pmc_origin_id oid = { .sectors = 8192 };
+	struct pmc_image im;
+	char *p = tmp_image(1 << 20);
+
+	CHECK(p);
+	CHECK(!pmc_image_open(&im, p, true, false));
+	CHECK(!pmc_meta_format(&im.meta, im.base, im.pmem_bytes, 4096, &oid));
+	CHECK(im.dropped > 0 && im.stores == 0);
+	pmc_image_close(&im);
+	unlink(p);
+}
+
+int main(void)
+{
+	void (*tests[])(void) = {
+		status_parses_all_22_fields, status_rejects_wrong_field_count,
+		status_rejects_bad_words, status_reads_cleaner_mode,
+		table_keeps_features, dm_line_splits, json_schema_is_stable,
+		json_rate_is_null_when_not_measured, numbers_parse_strictly,
+		crc32c_matches_kernel_convention,
+		check_says_blank_then_clean_after_format,
+		readonly_image_never_changes,
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
+		int before = failures;
+
+		cases++;
+		tests[i]();
+		if (failures == before)
+			printf("ok %zu\n", i + 1);
+	}
+	printf("%d cases, %d failed\n", cases, failures);
+	return failures ? 1 : 0;
+}
