@@ -201,7 +201,7 @@ int cmd_check(int argc, char **argv)
 	int c, v, r;
 
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+o:j", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "o:j", opts, NULL)) != -1) {
 		switch (c) {
 		case 'o':
 			origin = optarg;
@@ -278,7 +278,7 @@ int cmd_drain(int argc, char **argv)
 	int c, v, r, rc;
 
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+nj", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "nj", opts, NULL)) != -1) {
 		switch (c) {
 		case 'n':
 			dry = true;

@@ -384,7 +384,7 @@ int cmd_create(int argc, char **argv)
 	int c, r, kfd;
 
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+o:c:b:f", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "o:c:b:f", opts, NULL)) != -1) {
 		r = 0;
 		switch (c) {
 		case 'o':
@@ -715,7 +715,7 @@ int cmd_status(int argc, char **argv)
 	int c, r;
 
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+ji:", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "ji:", opts, NULL)) != -1) {
 		switch (c) {
 		case 'j':
 			json = true;
@@ -793,7 +793,7 @@ int cmd_list(int argc, char **argv)
 	int c, r, count = 0;
 
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+j", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "j", opts, NULL)) != -1) {
 		if (c != 'j') {
 			err("bad option '%s' (see pmemcachectl list --help)", argv[optind - 1]);
 			return EXIT_USAGE;
@@ -1011,7 +1011,7 @@ static int flush_opts(int argc, char **argv, const char *cmd, bool *quiet,
 	int c;
 
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, keep ? "+qk" : "+q", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, keep ? "qk" : "q", opts, NULL)) != -1) {
 		if (c == 'q') {
 			*quiet = true;
 		} else if (c == 'k' && keep) {

@@ -1,0 +1,632 @@
+"""pmemcachectl, the administration tool (userspace/, docs/pmemcachectl.8).
+
+Host part (no VM): builds the tool with -Wall -Wextra -Werror, runs the C
+unit tests, checks argument errors and exit codes, `check` verdicts on
+images crafted with the module's own metadata code
+(userspace/tests/mkimage), `drain` onto a file-backed origin compared byte
+for byte, the `status --json` schema from a captured status line, and runs
+check and drain under valgrind.
+
+VM part: create over md raid5, fio verify through the cache, `status
+--json` counters against what was written, `flush` to clean, `remove`;
+then a power cut and `drain` with the module not loaded, which must leave
+every acknowledged write on md.
+"""
+import hashlib
+import json
+import os
+import random
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from vm import KBUILD, LOGDIR
+
+REPO = Path(__file__).resolve().parent.parent
+US = REPO / "userspace"
+TOOL = US / "pmemcachectl"
+MKIMAGE = US / "tests/mkimage"
+
+# Exit codes, docs/pmemcachectl.8 and userspace/pmemcachectl.h.
+OK, USAGE, DEVICE, DM, DIRTY, NOCACHE, CORRUPT, MISMATCH, IO = range(9)
+
+ORIGIN_SECTORS = 8192           # 4 MiB origin
+PMEM_BYTES = 2 << 20
+
+
+@pytest.fixture(scope="module")
+def tool():
+    p = subprocess.run(["make", "-C", str(US), "pmemcachectl", "tests/mkimage",
+                        "tests/unit_test"], capture_output=True, text=True)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "warning:" not in p.stderr, p.stderr
+    return str(TOOL)
+
+
+def run(*args, valgrind=False, timeout=120):
+    cmd = [str(TOOL), *map(str, args)]
+    if valgrind:
+        cmd = ["valgrind", "-q", "--error-exitcode=99", "--leak-check=full",
+               "--errors-for-leak-kinds=definite,indirect"] + cmd
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+
+def mkimage(path, *ops, sectors=ORIGIN_SECTORS, ident="none", size=PMEM_BYTES,
+            bs=4096, origin=None, expected=None):
+    cmd = [str(MKIMAGE), str(path), str(size), str(bs), str(sectors), ident]
+    if origin:
+        cmd += ["--origin", str(origin)]
+    if expected:
+        cmd += ["--apply-to", str(expected)]
+    cmd += list(ops)
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    return path
+
+
+def sha(path):
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def one_error_line(p, *words):
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1, p.stderr
+    assert lines[0].startswith("pmemcachectl: "), lines
+    for w in words:
+        assert w in lines[0], (w, lines[0])
+    return lines[0]
+
+
+# A workload that leaves every kind of record: dirty full and partial
+# blocks, merged partial writes, clean blocks, a write hit on a clean
+# block, two live copies (crash between W4 and W6), a torn record of an
+# unacknowledged write, the last sector of the origin.
+WORKLOAD = ["write:0:ff:1", "write:5:0f:2", "write:5:f0:3", "write:5:02:9",
+            "write:9:01:4", "clean:9", "write:10:ff:5", "clean:10",
+            "write:10:08:6", "write:20:ff:7", "crashdup:20:3c:8",
+            "tearnew:30:ff:9", "write:1023:80:10"]
+WORKLOAD_DIRTY, WORKLOAD_DIRTY_SECTORS = 5, 33
+
+
+@pytest.fixture
+def images(tool, tmp_path):
+    """pmem.img with WORKLOAD, origin.img (random) and expected.img (the
+    origin as it must be once every acknowledged write is on it)."""
+    origin, expected = tmp_path / "origin.img", tmp_path / "expected.img"
+    origin.write_bytes(random.Random(6).randbytes(ORIGIN_SECTORS * 512))
+    shutil.copy(origin, expected)
+    pmem = mkimage(tmp_path / "pmem.img", *WORKLOAD, origin=origin,
+                   expected=expected)
+    return pmem, origin, expected
+
+
+# ---------------------------------------------------------------- host --
+
+def test_builds_warning_free_and_unit_tests_pass(tool):
+    p = subprocess.run(["make", "-C", str(US), "test"], capture_output=True, text=True)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert re.search(r"^\d+ cases, 0 failed$", p.stdout, re.M), p.stdout
+
+
+def test_binary_needs_only_libdevmapper_json_c_libc(tool):
+    libs = subprocess.run(["ldd", tool], capture_output=True, text=True).stdout
+    direct = subprocess.run(["objdump", "-p", tool], capture_output=True,
+                            text=True).stdout
+    needed = sorted(re.findall(r"NEEDED\s+(\S+)", direct))
+    assert needed == sorted(["libdevmapper.so.1.02.1", "libjson-c.so.5", "libc.so.6"]), needed
+    assert "not found" not in libs
+
+
+@pytest.mark.parametrize("cmd", ["create", "status", "list", "flush", "remove",
+                                 "check", "drain"])
+def test_every_command_has_help(tool, cmd):
+    p = run(cmd, "--help")
+    assert p.returncode == OK and p.stderr == ""
+    assert p.stdout.startswith("usage: pmemcachectl %s" % cmd)
+    p2 = run("help", cmd)
+    assert p2.stdout == p.stdout
+
+
+def test_no_command_and_unknown_command_are_usage_errors(tool):
+    p = run()
+    assert p.returncode == USAGE and "usage:" in p.stderr
+    one_error_line(run("frobnicate"), "unknown command 'frobnicate'")
+    assert run("frobnicate").returncode == USAGE
+    assert run("--help").returncode == OK
+    assert run("--version").stdout.startswith("pmemcachectl ")
+
+
+@pytest.mark.parametrize("args,words", [
+    (["create"], ["need exactly one NAME"]),
+    (["create", "pc", "--origin", "/dev/null"], ["--origin and --cache are required"]),
+    (["create", "pc", "-o", "/x", "-c", "/y", "--block-size", "3000"], ["--block-size", "power of two"]),
+    (["create", "pc", "-o", "/x", "-c", "/y", "--block-size", "8192"], ["--block-size"]),
+    (["create", "pc", "-o", "/x", "-c", "/y", "--block-size", "4k"], ["--block-size"]),
+    (["create", "pc", "-o", "/x", "-c", "/y", "--high-watermark", "101"], ["--high-watermark", "0 to 100"]),
+    (["create", "pc", "-o", "/x", "-c", "/y", "--high-watermark", "40"], ["low watermark (45) is above high watermark (40)"]),
+    (["create", "pc", "-o", "/x", "-c", "/y", "--writeback-jobs", "0"], ["--writeback-jobs"]),
+    (["create", "pc", "-o", "/x", "-c", "/y", "--max-age", "-5"], ["--max-age"]),
+    (["create", "pc", "-o", "/x", "-c", "/y", "--writeback", "turbo"], ["--writeback", "turbo"]),
+    (["create", "pc", "-o", "/x", "-c", "/y", "--force"], ["--force only makes sense with --format"]),
+    (["create", "a/b", "-o", "/x", "-c", "/y"], ["not a valid device-mapper name"]),
+    (["create", "x" * 200, "-o", "/x", "-c", "/y"], ["not a valid device-mapper name"]),
+    (["create", "pc", "-o", "/x", "-c", "/y", "--bogus"], ["bad option '--bogus'"]),
+    (["status"], ["need exactly one NAME"]),
+    (["status", "pc", "--interval", "fast"], ["--interval"]),
+    (["list", "extra"], ["takes no arguments"]),
+    (["flush"], ["need exactly one NAME"]),
+    (["remove", "a", "b"], ["need exactly one NAME"]),
+    (["check"], ["need exactly one PMEMDEV"]),
+    (["check", "a", "b"], ["need exactly one PMEMDEV"]),
+    (["drain", "a"], ["need PMEMDEV and ORIGINDEV"]),
+    (["drain", "-x", "a", "b"], ["bad option"]),
+])
+def test_bad_arguments_give_one_line_and_exit_1(tool, args, words):
+    p = run(*args)
+    assert p.returncode == USAGE, (p.returncode, p.stderr)
+    one_error_line(p, *words)
+
+
+def test_bad_devices_give_one_line_and_exit_2(tool, tmp_path):
+    tiny = tmp_path / "tiny.img"
+    tiny.write_bytes(b"\0" * 4096)
+    cases = [
+        (["check", "/nonexistent"], ["/nonexistent", "No such file"]),
+        (["check", "/dev/null"], ["not a block device or a regular file"]),
+        (["check", str(tmp_path)], ["not a block device or a regular file"]),
+        (["check", str(tiny)], ["too small"]),
+        (["create", "pc", "-o", "/nonexistent", "-c", "/dev/null"], ["origin", "No such file"]),
+        (["create", "pc", "-o", str(tiny), "-c", "/dev/null"], ["not a block device"]),
+        (["drain", str(tiny), "/nonexistent"], ["/nonexistent"]),
+        (["status", "nosuchcache"], []),
+        (["flush", "nosuchcache"], []),
+        (["remove", "nosuchcache"], []),
+    ]
+    for args, words in cases:
+        p = run(*args)
+        assert p.returncode == DEVICE, (args, p.returncode, p.stderr)
+        one_error_line(p, *words)
+
+
+def test_no_permission_is_exit_2(tool, tmp_path):
+    img = mkimage(tmp_path / "p.img")
+    os.chmod(img, 0)
+    # root reads anything: run the check as nobody if we are root
+    pre = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] \
+        if os.geteuid() == 0 and shutil.which("setpriv") else []
+    os.chmod(tmp_path, 0o755)
+    p = subprocess.run(pre + [tool, "check", str(img)], capture_output=True, text=True)
+    if not pre and os.geteuid() == 0:
+        pytest.skip("root without setpriv")
+    assert p.returncode == DEVICE
+    one_error_line(p, "Permission denied")
+
+
+def check_json(img, *extra, rc):
+    p = run("check", "--json", img, *extra)
+    assert p.returncode == rc, (p.returncode, p.stdout, p.stderr)
+    return json.loads(p.stdout)
+
+
+def test_check_valid_image_with_dirty_blocks(images):
+    pmem, _, _ = images
+    j = check_json(pmem, rc=DIRTY)
+    assert j["verdict"] == "dirty" and j["reason"] is None
+    r = j["records"]
+    assert r["dirty"] == WORKLOAD_DIRTY and r["dirty_sectors"] == WORKLOAD_DIRTY_SECTORS
+    assert r["clean"] == 1 and r["superseded"] == 1 and r["torn"] == 1
+    assert r["unreadable"] == 0 and r["out_of_range"] == 0
+    assert r["live"] + r["free"] == j["superblock"]["blocks"]
+    assert j["superblock"]["block_size"] == 4096 and j["superblock"]["version"] == 1
+    assert j["origin"] == {"kind": "size", "sectors": ORIGIN_SECTORS, "uuid": None}
+    human = run("check", pmem)
+    assert human.returncode == DIRTY and "dirty          5 (33 sectors)" in human.stdout
+
+
+def test_check_freshly_formatted_image_is_clean(tool, tmp_path):
+    img = mkimage(tmp_path / "p.img")
+    j = check_json(img, rc=OK)
+    assert j["verdict"] == "clean" and j["records"]["live"] == 0
+
+
+def test_check_blank_and_interrupted_format_mean_no_cache(tool, tmp_path):
+    blank = tmp_path / "blank.img"
+    with open(blank, "wb") as f:
+        f.truncate(PMEM_BYTES)
+    assert check_json(blank, rc=NOCACHE)["verdict"] == "blank"
+    img = mkimage(tmp_path / "fmt.img", "formatting")
+    assert check_json(img, rc=NOCACHE)["verdict"] == "formatting"
+
+
+def test_check_corrupt_superblock(tool, tmp_path):
+    img = mkimage(tmp_path / "p.img", "write:1:ff:1", "sbcorrupt")
+    j = check_json(img, rc=CORRUPT)
+    assert j["verdict"] == "corrupt" and "checksum mismatch" in j["reason"]
+    p = run("check", img)
+    assert p.stdout.startswith("%s: corrupt: superblock checksum mismatch" % img)
+
+
+def test_check_wrong_version(tool, tmp_path):
+    img = mkimage(tmp_path / "p.img", "sbversion:2")
+    j = check_json(img, rc=CORRUPT)
+    assert j["verdict"] == "corrupt" and "unsupported superblock version" in j["reason"]
+
+
+def test_check_foreign_data(tool, tmp_path):
+    img = mkimage(tmp_path / "p.img", "foreign")
+    j = check_json(img, rc=CORRUPT)
+    assert j["verdict"] == "foreign" and "not a pmemcache superblock" in j["reason"]
+
+
+def test_check_torn_record_is_ignored_like_recovery_does(tool, tmp_path):
+    # A torn record is what a crash leaves of a write that was never
+    # acknowledged: the module's recovery drops it, so check counts it and
+    # still says valid.
+    img = mkimage(tmp_path / "p.img", "write:3:ff:1", "tearnew:4:ff:2")
+    j = check_json(img, rc=DIRTY)
+    assert j["records"]["torn"] == 1 and j["records"]["dirty"] == 1
+
+
+def test_check_origin_identity(tool, tmp_path):
+    img = mkimage(tmp_path / "p.img", "write:3:ff:1")
+    good = tmp_path / "o.img"
+    good.write_bytes(b"\0" * ORIGIN_SECTORS * 512)
+    j = check_json(img, "--origin", good, rc=DIRTY)
+    assert j["origin_given"]["sectors"] == ORIGIN_SECTORS
+    bad = tmp_path / "bigger.img"
+    bad.write_bytes(b"\0" * (ORIGIN_SECTORS + 8) * 512)
+    j = check_json(img, "--origin", bad, rc=MISMATCH)
+    assert j["verdict"] == "mismatch" and "origin size differs" in j["reason"]
+    md = mkimage(tmp_path / "md.img", "write:3:ff:1",
+                 ident="md:0123456789abcdef0123456789abcdef")
+    j = check_json(md, rc=DIRTY)
+    assert j["origin"]["kind"] == "md"
+    assert j["origin"]["uuid"] == "01234567-89ab-cdef-0123-456789abcdef"
+    j = check_json(md, "--origin", good, rc=MISMATCH)
+    assert "origin UUID differs" in j["reason"]
+
+
+def test_check_never_writes(images):
+    pmem, _, _ = images
+    before = sha(pmem)
+    run("check", pmem)              # recovery would invalidate the loser
+    assert sha(pmem) == before
+
+
+def test_drain_restores_every_acknowledged_byte(images):
+    pmem, origin, expected = images
+    assert sha(origin) != sha(expected)
+    p = run("drain", "--json", pmem, origin)
+    assert p.returncode == OK, p.stderr
+    j = json.loads(p.stdout)
+    assert j["blocks"] == WORKLOAD_DIRTY and j["sectors"] == WORKLOAD_DIRTY_SECTORS
+    assert j["marked_clean"] == WORKLOAD_DIRTY and j["error"] is None
+    assert origin.read_bytes() == expected.read_bytes()
+    # the records are CLEAN now: check agrees, a second drain writes nothing
+    assert check_json(pmem, rc=OK)["records"]["clean"] == WORKLOAD_DIRTY + 1
+    p = run("drain", "--json", pmem, origin)
+    assert p.returncode == OK and json.loads(p.stdout)["blocks"] == 0
+    assert origin.read_bytes() == expected.read_bytes()
+
+
+def test_drain_dry_run_and_no_mark_clean(images):
+    pmem, origin, expected = images
+    o0, p0 = sha(origin), sha(pmem)
+    p = run("drain", "--dry-run", pmem, origin)
+    assert p.returncode == OK and "would be written" in p.stdout
+    assert sha(origin) == o0 and sha(pmem) == p0
+    p = run("drain", "--no-mark-clean", pmem, origin)
+    assert p.returncode == OK, p.stderr
+    assert origin.read_bytes() == expected.read_bytes()
+    assert sha(pmem) == p0
+    assert check_json(pmem, rc=DIRTY)["records"]["dirty"] == WORKLOAD_DIRTY
+
+
+@pytest.mark.parametrize("damage,rc,words", [
+    ("sbcorrupt", CORRUPT, ["check failed (corrupt", "nothing written"]),
+    ("sbversion:7", CORRUPT, ["unsupported superblock version"]),
+    ("foreign", CORRUPT, ["check failed (foreign"]),
+    ("formatting", NOCACHE, ["check failed (formatting"]),
+])
+def test_drain_refuses_a_cache_that_fails_check(tool, tmp_path, damage, rc, words):
+    origin = tmp_path / "o.img"
+    origin.write_bytes(b"\x55" * ORIGIN_SECTORS * 512)
+    img = mkimage(tmp_path / "p.img", "write:1:ff:1", damage)
+    before = sha(origin)
+    p = run("drain", img, origin)
+    assert p.returncode == rc
+    one_error_line(p, *words)
+    assert sha(origin) == before
+
+
+def test_drain_refuses_another_origin(tool, tmp_path):
+    img = mkimage(tmp_path / "p.img", "write:1:ff:1",
+                  ident="md:0123456789abcdef0123456789abcdef")
+    origin = tmp_path / "o.img"
+    origin.write_bytes(b"\x55" * ORIGIN_SECTORS * 512)
+    p = run("drain", img, origin)
+    assert p.returncode == MISMATCH
+    one_error_line(p, "origin UUID differs")
+    assert set(origin.read_bytes()) == {0x55}
+    small = tmp_path / "small.img"
+    small.write_bytes(b"\x55" * 4096 * 512)
+    img2 = mkimage(tmp_path / "p2.img", "write:1:ff:1")
+    p = run("drain", img2, small)
+    assert p.returncode == MISMATCH
+    one_error_line(p, "origin size differs")
+    p = run("drain", img2, img2)
+    assert p.returncode in (USAGE, MISMATCH)
+
+
+STATUS = "0 2097152 pmemcache 65536 100 65000 436 50 2 10 7 200 0 3 9 0 0 150 614400 0 0 0 12.1 bounce -"
+TABLE = "0 2097152 pmemcache 9:0 259:0 4096 4 high_watermark 60 low_watermark 40"
+
+STATUS_KEYS = {
+    "schema": int, "name": str, "size_sectors": int, "origin_dev": str,
+    "origin": (str, type(None)), "cache_dev": str, "cache": (str, type(None)),
+    "block_size": int, "features": str, "blocks": int, "dirty": int,
+    "free": int, "clean": int, "dirty_fraction": float, "dirty_bytes": int,
+    "read_hits": int, "read_partial": int, "read_misses": int,
+    "write_hits": int, "write_new": int, "write_around": int, "discards": int,
+    "flushes": int, "wb_pfn_blocks": int, "wb_pfn_bytes": int,
+    "wb_bounce_blocks": int, "wb_bounce_bytes": int, "writeback_blocks": int,
+    "writeback_bytes": int, "writeback_rate_bytes_per_sec": (float, int, type(None)),
+    "wb_errors": int, "wb_notsupp": int, "media_errors": int, "errors": int,
+    "ram_bytes_per_block": float, "ram_bytes": int, "route": str, "mode": str,
+}
+
+
+def check_status_schema(j):
+    assert set(j) == set(STATUS_KEYS), set(j) ^ set(STATUS_KEYS)
+    for k, t in STATUS_KEYS.items():
+        assert isinstance(j[k], t), (k, j[k])
+    assert j["schema"] == 1
+
+
+def test_status_json_schema_from_a_captured_line(tool):
+    p = run("status", "pc", "--json", "--status-line", STATUS, "--table-line", TABLE)
+    assert p.returncode == OK, p.stderr
+    j = json.loads(p.stdout)
+    check_status_schema(j)
+    assert j["name"] == "pc" and j["size_sectors"] == 2097152
+    assert j["blocks"] == 65536 and j["dirty"] == 100 and j["free"] == 65000
+    assert j["clean"] == 436 and j["read_hits"] == 50 and j["write_new"] == 200
+    assert j["wb_bounce_blocks"] == 150 and j["writeback_bytes"] == 614400
+    assert abs(j["dirty_fraction"] - 100 / 65536) < 1e-9
+    assert j["dirty_bytes"] == 100 * 4096 and j["block_size"] == 4096
+    assert j["features"] == "4 high_watermark 60 low_watermark 40"
+    assert j["route"] == "bounce" and j["mode"] == "normal"
+    assert j["ram_bytes"] == round(12.1 * 65536)
+    assert j["writeback_rate_bytes_per_sec"] is None
+
+
+def test_status_rejects_a_line_of_another_layout(tool):
+    p = run("status", "pc", "--json", "--status-line", STATUS + " 7")
+    assert p.returncode == DM
+    one_error_line(p, "unexpected status line")
+    p = run("status", "pc", "--json", "--status-line",
+            STATUS.replace("pmemcache", "writecache"))
+    assert p.returncode == DM
+
+
+def test_human_status_from_a_captured_line(tool):
+    p = run("status", "pc", "--status-line", STATUS, "--table-line", TABLE)
+    assert p.returncode == OK, p.stderr
+    assert "dirty              100 (0.2%)" in p.stdout
+    assert "block size         4096 bytes" in p.stdout
+
+
+@pytest.mark.skipif(not shutil.which("valgrind"), reason="no valgrind")
+def test_check_and_drain_run_clean_under_valgrind(images):
+    pmem, origin, expected = images
+    p = run("check", "--json", pmem, valgrind=True)
+    assert p.returncode == DIRTY, p.stderr
+    p = run("check", pmem, "--origin", origin, valgrind=True)
+    assert p.returncode == DIRTY, p.stderr
+    p = run("drain", pmem, origin, valgrind=True)
+    assert p.returncode == OK, p.stderr
+    assert origin.read_bytes() == expected.read_bytes()
+    for args, rc in [(("check", "/nonexistent"), DEVICE),
+                     (("drain", pmem, "/nonexistent"), DEVICE),
+                     (("status", "pc", "--json", "--status-line", STATUS,
+                       "--table-line", TABLE), OK),
+                     (("create", "pc", "-o", "/x", "-c", "/y", "--block-size", "7"), USAGE)]:
+        p = run(*args, valgrind=True)
+        assert p.returncode == rc, (args, p.returncode, p.stderr)
+
+
+@pytest.mark.skipif(not shutil.which("groff"), reason="no groff")
+def test_man_page_renders_and_documents_every_command_and_exit_code(tool):
+    page = REPO / "docs/pmemcachectl.8"
+    p = subprocess.run(["groff", "-man", "-Tutf8", "-ww", "-z", str(page)],
+                       capture_output=True, text=True)
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+    text = page.read_text()
+    for cmd in ["create", "status", "list", "flush", "remove", "check", "drain"]:
+        assert re.search(r"^\.SS %s\b" % cmd, text, re.M), cmd
+    for code in range(9):
+        assert re.search(r"^\.B %d$" % code, text, re.M), code
+    for key in STATUS_KEYS:
+        assert key.replace("_", "\\_") in text or key in text, key
+
+
+# ------------------------------------------------------------------ VM --
+
+def _vm_setup():
+    """The module built as tests/test_target.py does, and its guest prelude."""
+    import test_target
+    if not (KBUILD / "Module.symvers").exists():
+        pytest.skip("no kernel build at %s" % KBUILD)
+    p = subprocess.run(["make", "-s", "-C", str(test_target.KSRC), "O=%s" % KBUILD,
+                        "CC=ccache gcc", "M=%s" % test_target.MOD, "W=1", "modules"],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    return test_target
+
+
+@pytest.fixture(scope="module")
+def guest(tool):
+    return _vm_setup()
+
+
+CREATE_FIO = r"""
+pmc_init
+md_make md0 raid5 4 a
+# high watermark 100: nothing is written back until we flush, so the
+# counters must match exactly what fio wrote.
+pmemcachectl create pc --origin /dev/md0 --cache /dev/pmem0 \
+	--high-watermark 100 --low-watermark 100 || die create
+[ -b /dev/mapper/pc ] || die "no /dev/mapper/pc"
+set +e
+pmemcachectl create pc --origin /dev/md0 --cache /dev/pmem0 2>/tmp/e; echo "INUSE_RC=$?"
+echo "INUSE_ERR=$(cat /tmp/e)"
+pmemcachectl create pc2 --origin /dev/md0 --cache /dev/vde 2>/tmp/e; echo "NOTPMEM_RC=$?"
+echo "NOTPMEM_ERR=$(cat /tmp/e)"
+dmsetup create --noudevsync lin --table "0 8 linear /dev/vdf 0"
+pmemcachectl status lin 2>/tmp/e; echo "WRONGTYPE_RC=$?"
+dmsetup remove lin
+echo "WRONGTYPE_ERR=$(cat /tmp/e)"
+set -e
+fio_job seq /dev/mapper/pc --rw=write --bs=64k --size=8m --offset=0
+echo "JSON1=$(pmemcachectl status pc --json --interval 0 | tr -d '\n')"
+pmemcachectl list
+echo "LIST=$(pmemcachectl list --json | tr -d '\n')"
+pmemcachectl flush pc > /tmp/flush || die flush
+cat /tmp/flush
+echo "JSON2=$(pmemcachectl status pc --json | tr -d '\n')"
+pmemcachectl remove pc || die remove
+[ ! -e /dev/mapper/pc ] || die "node left behind"
+fio_check seq /dev/md0 --rw=write --bs=64k --size=8m --offset=0
+echo DONE=1
+"""
+
+
+def test_vm_create_fio_status_flush_remove(vm, guest):
+    res = vm.run(guest.PRELUDE + CREATE_FIO, timeout=900)
+    assert res.value("DONE") == "1"
+    assert res.value("INUSE_RC") == str(DEVICE)
+    assert "name already in use" in res.value("INUSE_ERR")
+    assert res.value("NOTPMEM_RC") == str(DEVICE)
+    assert "not a DAX-capable pmem device" in res.value("NOTPMEM_ERR")
+    assert res.value("WRONGTYPE_RC") == str(DEVICE)
+    assert "not a pmemcache device" in res.value("WRONGTYPE_ERR")
+    j1, j2 = json.loads(res.value("JSON1")), json.loads(res.value("JSON2"))
+    check_status_schema(j1)
+    check_status_schema(j2)
+    blocks_written = 8 * 1024 * 1024 // 4096
+    assert j1["write_new"] == blocks_written and j1["write_hits"] == 0
+    assert j1["dirty"] == blocks_written
+    assert j1["dirty_bytes"] == 8 * 1024 * 1024
+    assert j1["blocks"] - j1["free"] == blocks_written
+    assert j1["read_hits"] >= blocks_written      # fio's verify pass
+    assert j1["writeback_bytes"] == 0 and j1["errors"] == 0
+    assert j1["origin"] == "/dev/md0" and j1["cache"] == "/dev/pmem0"
+    assert abs(j1["dirty_fraction"] - blocks_written / j1["blocks"]) < 1e-9
+    lst = json.loads(res.value("LIST"))
+    assert [d["name"] for d in lst] == ["pc"]
+    assert j2["dirty"] == 0 and j2["clean"] == blocks_written
+    assert j2["writeback_blocks"] == blocks_written
+    assert j2["writeback_bytes"] == 8 * 1024 * 1024
+    assert j2["errors"] == 0
+    assert res.values("VERIFY_OK") == ["seq"]
+
+
+NBLOCKS = 64
+WRITER = r"""
+pmc_init
+md_make md0 raid5 4 a
+pmemcachectl create pc --origin /dev/md0 --cache /dev/pmem0 \
+	--high-watermark 2 --low-watermark 0 || die create
+head -c 496 /dev/zero | tr '\000' 'x' > /tmp/fill
+RANDOM=%(seed)d
+echo READY=1
+i=0
+while true; do
+	i=$((i + 1))
+	blk=$((RANDOM %% %(nblocks)d))
+	if [ $((RANDOM %% 3)) = 0 ]; then
+		sec=$((blk * 8 + RANDOM %% 8)) n=1
+	else
+		sec=$((blk * 8)) n=8
+	fi
+	: > /tmp/w
+	k=0
+	while [ $k -lt $n ]; do
+		printf "%%08d %%06d\n" $i $((sec + k)) >> /tmp/w
+		cat /tmp/fill >> /tmp/w
+		k=$((k + 1))
+	done
+	echo "W $i $sec $n"
+	dd if=/tmp/w of=/dev/mapper/pc bs=512 seek=$sec count=$n oflag=direct \
+		conv=fsync,notrunc 2>/dev/null || die "dd $i"
+	echo "ACK $i"
+done
+"""
+
+DRAIN = r"""
+# No insmod: the module is not loaded; only the tool and md.
+mdadm --assemble --run /dev/md0 /dev/vda /dev/vdb /dev/vdc /dev/vdd 2>&1 || die assemble
+grep -q pmemcache /proc/modules && die "module loaded"
+set +e
+pmemcachectl check /dev/pmem0 --origin /dev/md0; echo "CHECK1_RC=$?"
+set -e
+echo "CHECK1=$(pmemcachectl check --json /dev/pmem0 | tr -d '\n')"
+pmemcachectl drain --json /dev/pmem0 /dev/md0 > /tmp/drain || die drain
+echo "DRAIN=$(tr -d '\n' < /tmp/drain)"
+set +e
+pmemcachectl check /dev/pmem0 --origin /dev/md0 > /dev/null; echo "CHECK2_RC=$?"
+set -e
+dd if=/dev/md0 of=/tmp/o bs=4096 count=%(nblocks)d iflag=direct 2>/dev/null || die "read md0"
+s=0
+while [ $s -lt %(nsec)d ]; do
+	echo "S $s $(dd if=/tmp/o bs=16 skip=$((s * 32)) count=1 2>/dev/null | tr -d '\000\n')"
+	s=$((s + 1))
+done
+echo DONE=1
+"""
+
+
+def test_vm_drain_after_power_cut_without_module(vm, guest):
+    import test_target_powercut as tp
+    rng = random.Random(int(os.environ.get("PMC_SEED", "77")))
+    stale = LOGDIR / ("%s.%d.log" % (vm.name, vm.boots + 1))
+    if stale.exists():
+        stale.unlink()
+    proc, log = vm.start(guest.PRELUDE + WRITER % dict(seed=rng.randrange(1, 30000),
+                                                      nblocks=NBLOCKS), timeout=600)
+    want = rng.randrange(40, 120)
+    deadline = time.time() + 400
+    try:
+        while time.time() < deadline:
+            text = log.read_text(errors="replace") if log.exists() else ""
+            if "FAIL:" in text or "@@EXIT" in text:
+                raise AssertionError("writer stopped:\n" + text[-3000:])
+            if "READY=1" in text and len(re.findall(r"^ACK \d+", text, re.M)) >= want:
+                break
+            time.sleep(0.2)
+        else:
+            raise AssertionError("writer too slow:\n" + text[-3000:])
+        time.sleep(rng.random() * 0.5)
+    finally:
+        tp.power_cut(vm, proc)
+    console = log.read_text(errors="replace")
+    allowed, nacked = tp.expected_sectors(console)
+    assert nacked > 0
+
+    res = vm.run(DRAIN % dict(nblocks=NBLOCKS, nsec=NBLOCKS * 8), timeout=600)
+    assert res.value("DONE") == "1"
+    assert res.value("CHECK1_RC") in (str(OK), str(DIRTY))
+    c1 = json.loads(res.value("CHECK1"))
+    assert c1["verdict"] in ("clean", "dirty") and c1["origin"]["kind"] == "md"
+    d = json.loads(res.value("DRAIN"))
+    assert d["blocks"] == c1["records"]["dirty"] and d["error"] is None
+    assert res.value("CHECK2_RC") == str(OK)
+    got = tp.read_back(res)
+    assert len(got) == NBLOCKS * 8
+    lost = {s: (got[s], sorted(allowed[s])) for s in got if got[s] not in allowed[s]}
+    print("acknowledged writes: %d, dirty blocks drained: %d" % (nacked, d["blocks"]))
+    assert not lost, lost
