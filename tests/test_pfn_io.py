@@ -182,3 +182,25 @@ def test_pfn_refused_with_swiotlb_force(vm):
     assert res.value("vda_pfn") == "0"
     assert int(res.value("r1_rc")) == EOPNOTSUPP
     assert res.value("r1_degraded") == "0"
+
+
+WRITECACHE_SCRIPT = r"""
+# 6.1.192 oopsed here (NULL dax_device in dax_synchronous()); with the fix
+# the table load fails with a clear error instead.
+size=$(blockdev --getsz /dev/vda)
+if dmsetup create --noudevsync wc --table "0 $size writecache p /dev/vda /dev/pmem0 4096 0" \
+	> /tmp/wc.out 2>&1; then
+	echo wc_created=1
+else
+	echo wc_created=0
+fi
+dmesg | grep -q "Cache device is not DAX with struct pages" && echo wc_msg=1 || echo wc_msg=0
+echo DONE=1
+"""
+
+
+def test_writecache_on_raw_pmem_fails_cleanly(vm):
+    res = vm.run(WRITECACHE_SCRIPT, timeout=300)
+    assert res.value("DONE") == "1"
+    assert res.value("wc_created") == "0"
+    assert res.value("wc_msg") == "1"
