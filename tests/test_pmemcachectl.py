@@ -511,7 +511,7 @@ def test_vm_create_fio_status_flush_remove(vm, guest):
     assert res.value("INUSE_RC") == str(DEVICE)
     assert "name already in use" in res.value("INUSE_ERR")
     assert res.value("NOTPMEM_RC") == str(DEVICE)
-    assert "not a DAX-capable pmem device" in res.value("NOTPMEM_ERR")
+    assert "not a pmem namespace" in res.value("NOTPMEM_ERR")
     assert res.value("WRONGTYPE_RC") == str(DEVICE)
     assert "not a pmemcache device" in res.value("WRONGTYPE_ERR")
     j1, j2 = json.loads(res.value("JSON1")), json.loads(res.value("JSON2"))

@@ -38,8 +38,11 @@ static int sysfs_disk_dir(dev_t dev, char *out, size_t len)
 }
 
 /*
- * The cache device: a DAX-capable pmem namespace, ideally raw (label-less,
- * no struct page).  0, or an exit code after one error line.
+ * The cache device: a pmem namespace, ideally raw (label-less, no struct
+ * page: what the target is built for).  A raw namespace has no
+ * QUEUE_FLAG_DAX (the pmem driver sets it only with struct pages), so the
+ * nd device behind the disk decides, and queue/dax only for the rest.
+ * 0, or an exit code after one error line.
  */
 static int check_pmem_kind(const struct pmc_dev *d)
 {
@@ -52,6 +55,22 @@ static int check_pmem_kind(const struct pmc_dev *d)
 		warnx_("%s: no sysfs entry: cannot tell whether it is pmem", d->path);
 		return 0;
 	}
+	snprintf(p, sizeof(p), "%s/device", dir);
+	n = readlink(p, link, sizeof(link) - 1);
+	link[n > 0 ? n : 0] = 0;
+	base = strrchr(link, '/') ? strrchr(link, '/') + 1 : link;
+	if (!strncmp(base, "namespace", 9))
+		return 0;
+	if (!strncmp(base, "pfn", 3)) {
+		warnx_("%s is an fsdax namespace (struct page pmem), not a raw one: "
+		       "it works, but writeback always uses bounce pages", d->path);
+		return 0;
+	}
+	if (!strncmp(base, "btt", 3)) {
+		err("%s is a BTT (sector mode) namespace: no DAX, the target cannot use it",
+		    d->path);
+		return EXIT_DEVICE;
+	}
 	snprintf(p, sizeof(p), "%s/queue/dax", dir);
 	f = fopen(p, "re");
 	if (f) {
@@ -60,21 +79,10 @@ static int check_pmem_kind(const struct pmc_dev *d)
 		fclose(f);
 	}
 	if (buf[0] != '1') {
-		err("%s: not a DAX-capable pmem device (the target needs a pmem namespace)",
-		    d->path);
+		err("%s: not a pmem namespace (the target needs DAX-capable pmem)", d->path);
 		return EXIT_DEVICE;
 	}
-	snprintf(p, sizeof(p), "%s/device", dir);
-	n = readlink(p, link, sizeof(link) - 1);
-	link[n > 0 ? n : 0] = 0;
-	base = strrchr(link, '/') ? strrchr(link, '/') + 1 : link;
-	if (!strncmp(base, "namespace", 9))
-		return 0;	/* raw namespace: what the target is built for */
-	if (!strncmp(base, "pfn", 3))
-		warnx_("%s is an fsdax namespace (struct page pmem), not a raw one: "
-		       "it works, but writeback always uses bounce pages", d->path);
-	else
-		warnx_("%s is DAX-capable but not a raw pmem namespace", d->path);
+	warnx_("%s is DAX-capable but not a raw pmem namespace", d->path);
 	return 0;
 }
 
