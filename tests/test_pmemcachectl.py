@@ -495,12 +495,28 @@ fio_job seq /dev/mapper/pc --rw=write --bs=64k --size=8m --offset=0
 echo "JSON1=$(pmemcachectl status pc --json --interval 0 | tr -d '\n')"
 pmemcachectl list
 echo "LIST=$(pmemcachectl list --json | tr -d '\n')"
+# Ctrl-C during a flush: exit 130, the device keeps working.
+fio_job big /dev/mapper/pc --rw=write --bs=1m --size=96m --offset=16m
+pmemcachectl flush pc > /tmp/fl 2>&1 &
+p=$!
+sleep 1
+kill -INT $p
+set +e
+wait $p
+echo "INT_RC=$?"
+set -e
+cat /tmp/fl
+echo "INT_ERR=$(tail -1 /tmp/fl)"
+echo "JSONI=$(pmemcachectl status pc --json --interval 0 | tr -d '\n')"
+dd if=/dev/mapper/pc of=/dev/null bs=4096 count=16 iflag=direct 2>/dev/null ||
+	die "device dead after Ctrl-C"
 pmemcachectl flush pc > /tmp/flush || die flush
 cat /tmp/flush
 echo "JSON2=$(pmemcachectl status pc --json | tr -d '\n')"
 pmemcachectl remove pc || die remove
 [ ! -e /dev/mapper/pc ] || die "node left behind"
 fio_check seq /dev/md0 --rw=write --bs=64k --size=8m --offset=0
+fio_check big /dev/md0 --rw=write --bs=1m --size=96m --offset=16m
 echo DONE=1
 """
 
@@ -528,19 +544,28 @@ def test_vm_create_fio_status_flush_remove(vm, guest):
     assert abs(j1["dirty_fraction"] - blocks_written / j1["blocks"]) < 1e-9
     lst = json.loads(res.value("LIST"))
     assert [d["name"] for d in lst] == ["pc"]
-    assert j2["dirty"] == 0 and j2["clean"] == blocks_written
-    assert j2["writeback_blocks"] == blocks_written
-    assert j2["writeback_bytes"] == 8 * 1024 * 1024
+    ji = json.loads(res.value("JSONI"))
+    big = 96 * 1024 * 1024 // 4096
+    if ji["dirty"] > 0:             # else the flush beat the signal
+        assert res.value("INT_RC") == "130"
+        assert "interrupted; the device keeps working" in res.value("INT_ERR")
+    assert ji["mode"] == "normal"
+    total = blocks_written + big
+    assert j2["dirty"] == 0 and j2["clean"] == total
+    assert j2["writeback_blocks"] == total
+    assert j2["writeback_bytes"] == total * 4096
     assert j2["errors"] == 0
-    assert res.values("VERIFY_OK") == ["seq"]
+    assert res.values("VERIFY_OK") == ["seq", "big"]
 
 
 NBLOCKS = 64
 WRITER = r"""
 pmc_init
 md_make md0 raid5 4 a
+# max_age: blocks are written back 150-600 ms after they got dirty, so
+# at the cut some blocks are clean, some dirty, some in writeback.
 pmemcachectl create pc --origin /dev/md0 --cache /dev/pmem0 \
-	--high-watermark 2 --low-watermark 0 || die create
+	--high-watermark 2 --low-watermark 0 --max-age 300 || die create
 head -c 496 /dev/zero | tr '\000' 'x' > /tmp/fill
 RANDOM=%(seed)d
 echo READY=1
@@ -573,6 +598,8 @@ mdadm --assemble --run /dev/md0 /dev/vda /dev/vdb /dev/vdc /dev/vdd 2>&1 || die 
 grep -q pmemcache /proc/modules && die "module loaded"
 set +e
 pmemcachectl check /dev/pmem0 --origin /dev/md0; echo "CHECK1_RC=$?"
+pmemcachectl drain /dev/pmem0 /dev/vdf 2>/tmp/e; echo "WRONG_ORIGIN_RC=$?"
+echo "WRONG_ORIGIN_ERR=$(cat /tmp/e)"
 set -e
 echo "CHECK1=$(pmemcachectl check --json /dev/pmem0 | tr -d '\n')"
 pmemcachectl drain --json /dev/pmem0 /dev/md0 > /tmp/drain || die drain
@@ -622,11 +649,14 @@ def test_vm_drain_after_power_cut_without_module(vm, guest):
     assert res.value("CHECK1_RC") in (str(OK), str(DIRTY))
     c1 = json.loads(res.value("CHECK1"))
     assert c1["verdict"] in ("clean", "dirty") and c1["origin"]["kind"] == "md"
+    assert res.value("WRONG_ORIGIN_RC") == str(MISMATCH)
+    assert "origin size differs" in res.value("WRONG_ORIGIN_ERR")
     d = json.loads(res.value("DRAIN"))
     assert d["blocks"] == c1["records"]["dirty"] and d["error"] is None
     assert res.value("CHECK2_RC") == str(OK)
     got = tp.read_back(res)
     assert len(got) == NBLOCKS * 8
     lost = {s: (got[s], sorted(allowed[s])) for s in got if got[s] not in allowed[s]}
-    print("acknowledged writes: %d, dirty blocks drained: %d" % (nacked, d["blocks"]))
+    print("acknowledged writes: %d, dirty blocks drained: %d, clean: %d"
+          % (nacked, d["blocks"], c1["records"]["clean"]))
     assert not lost, lost

@@ -249,16 +249,21 @@ static int kmsg_open(void)
 	return fd;
 }
 
-/* Last "device-mapper: ...pmemcache..." message since kmsg_open(). */
+/*
+ * The reason dm logged for a refused table since kmsg_open(): the last
+ * "...: pmemcache: <reason>" line (the target's ti->error), else the last
+ * device-mapper table/ioctl line.
+ */
 static bool kmsg_reason(int fd, char *out, size_t len)
 {
-	char rec[2048];
+	char rec[2048], other[512] = "";
 	bool found = false;
 	ssize_t n;
 
 	if (fd < 0)
 		return false;
 	for (;;) {
+		const char *p;
 		char *msg, *nl;
 
 		n = read(fd, rec, sizeof(rec) - 1);
@@ -274,15 +279,21 @@ static bool kmsg_reason(int fd, char *out, size_t len)
 		nl = strchr(msg, '\n');
 		if (nl)
 			*nl = 0;
-		if (strstr(msg, "device-mapper") &&
-		    (strstr(msg, TARGET) || strstr(msg, "table"))) {
-			const char *p = strstr(msg, TARGET ": ");
-
-			snprintf(out, len, "%s", p ? p + strlen(TARGET ": ") : msg);
+		if (!strstr(msg, "device-mapper"))
+			continue;
+		p = strstr(msg, TARGET ": ");
+		if (p) {
+			snprintf(out, len, "%s", p + strlen(TARGET ": "));
 			found = true;
+		} else {
+			snprintf(other, sizeof(other), "%s", msg);
 		}
 	}
 	close(fd);
+	if (!found && other[0]) {
+		snprintf(out, len, "%s", other);
+		found = true;
+	}
 	return found;
 }
 
@@ -944,6 +955,7 @@ static int do_flush(const char *name, bool quiet)
 		return EXIT_DM;
 	}
 	if (!pid) {
+		signal(SIGINT, SIG_DFL);
 		r = dm_message(name, "flush");
 		_exit(r == 0 ? 0 : r == -EBUSY ? 2 : r == -EINTR ? 3 : 1);
 	}
@@ -956,7 +968,8 @@ static int do_flush(const char *name, bool quiet)
 		if (w == pid)
 			break;
 		if (interrupted) {
-			kill(pid, SIGINT);
+			/* The kernel's wait is interruptible: the message ends. */
+			kill(pid, SIGKILL);
 			waitpid(pid, &status, 0);
 			if (!quiet && tty)
 				printf("\n");
@@ -968,7 +981,7 @@ static int do_flush(const char *name, bool quiet)
 		sleep_ms(250);
 		if (sample(name, &cur))
 			continue;
-		if (now_s() - last_print >= (tty ? 0.25 : 1.0)) {
+		if (first.st.dirty && now_s() - last_print >= (tty ? 0.25 : 1.0)) {
 			rate = rate_of(&prev, &cur, t.block_size);
 			prev = cur;
 			if (!quiet)
@@ -981,8 +994,10 @@ static int do_flush(const char *name, bool quiet)
 	r = sample(name, &cur);
 	if (r)
 		return r;
-	if (!quiet)
-		progress(name, &cur, first.st.dirty, rate, tty, true);
+	/* Final line: the average rate of the whole flush. */
+	if (!quiet && (first.st.dirty || cur.st.dirty))
+		progress(name, &cur, first.st.dirty, rate_of(&first, &cur, t.block_size),
+			 tty, true);
 	switch (rc) {
 	case 0:
 		return EXIT_OK;
