@@ -89,6 +89,7 @@ struct pmemcache {
 	bool format;		/* one-shot: not shown in the table */
 	bool need_format;	/* blank namespace or 'format': at first resume */
 	bool loaded;		/* index rebuilt (first resume done) */
+	bool claimed;		/* registered in the pmem claim list */
 	bool set_high_wm, set_low_wm, set_wb_jobs;
 
 	/* state */

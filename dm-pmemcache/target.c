@@ -26,6 +26,76 @@
 /* Words of all features together: 5 with a value, 3 without. */
 #define PMC_MAX_FEATURE_ARGS	13
 
+/*
+ * pmem devices in use, so that two mapped devices cannot share one cache.
+ * A table reload of the same mapped device briefly has two targets on the
+ * same pmem (the new one is built before the old one is destroyed): that
+ * is allowed, they belong to the same mapped_device.
+ */
+struct pmc_claim {
+	struct list_head list;
+	dev_t pmem;
+	struct mapped_device *md;
+	unsigned int count;
+};
+
+static LIST_HEAD(pmc_claims);
+static DEFINE_MUTEX(pmc_claims_lock);
+
+static int pmc_claim_pmem(struct pmemcache *pc)
+{
+	struct mapped_device *md = dm_table_get_md(pc->ti->table);
+	dev_t dev = pc->pmem_dev->bdev->bd_dev;
+	struct pmc_claim *c;
+	int r = 0;
+
+	mutex_lock(&pmc_claims_lock);
+	list_for_each_entry(c, &pmc_claims, list) {
+		if (c->pmem != dev)
+			continue;
+		if (c->md != md)
+			r = -EBUSY;
+		else
+			c->count++;
+		goto out;
+	}
+	c = kzalloc(sizeof(*c), GFP_KERNEL);
+	if (!c) {
+		r = -ENOMEM;
+		goto out;
+	}
+	c->pmem = dev;
+	c->md = md;
+	c->count = 1;
+	list_add(&c->list, &pmc_claims);
+out:
+	mutex_unlock(&pmc_claims_lock);
+	if (!r)
+		pc->claimed = true;
+	return r;
+}
+
+static void pmc_unclaim_pmem(struct pmemcache *pc)
+{
+	dev_t dev = pc->pmem_dev->bdev->bd_dev;
+	struct pmc_claim *c;
+
+	if (!pc->claimed)
+		return;
+	mutex_lock(&pmc_claims_lock);
+	list_for_each_entry(c, &pmc_claims, list) {
+		if (c->pmem != dev)
+			continue;
+		if (!--c->count) {
+			list_del(&c->list);
+			kfree(c);
+		}
+		break;
+	}
+	mutex_unlock(&pmc_claims_lock);
+	pc->claimed = false;
+}
+
 static const char *pmc_route_name(enum pmc_route r)
 {
 	switch (r) {
@@ -142,8 +212,10 @@ static void pmc_dtr(struct dm_target *ti)
 	pmc_index_destroy(&pc->idx);
 	pmc_pmem_release(pc);
 	kvfree(pc->stripes);
-	if (pc->pmem_dev)
+	if (pc->pmem_dev) {
+		pmc_unclaim_pmem(pc);
 		dm_put_device(ti, pc->pmem_dev);
+	}
 	if (pc->origin)
 		dm_put_device(ti, pc->origin);
 	kfree(pc);
@@ -193,6 +265,12 @@ static int pmc_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 		ti->error = "Origin and pmem device are the same device";
 		goto bad;
 	}
+	r = pmc_claim_pmem(pc);
+	if (r) {
+		ti->error = "pmem device is already the cache of another device";
+		goto bad;
+	}
+	r = -EINVAL;
 	if (sscanf(dm_shift_arg(&as), "%u%c", &bs, &dummy) != 1 ||
 	    bs < PMC_MIN_BLOCK_SIZE || bs > PMC_MAX_BLOCK_SIZE ||
 	    !is_power_of_2(bs)) {
@@ -210,7 +288,7 @@ static int pmc_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	if (r)
 		goto bad;
 	r = -EINVAL;
-	if (ti->begin + ti->len > bdev_nr_sectors(pc->origin->bdev)) {
+	if (ti->len > bdev_nr_sectors(pc->origin->bdev)) {
 		ti->error = "Target is larger than the origin device";
 		goto bad;
 	}
