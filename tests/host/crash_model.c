@@ -88,6 +88,7 @@ enum brk {
 	BRK_DATA_FLUSH,		/* data stores are never flushed */
 	BRK_RECORD_FLUSH,	/* record stores are never flushed */
 	BRK_FORMAT_ORDER,	/* skip the fence before the format commit */
+	BRK_WAITPREV,		/* write back a block while an older copy is in flight */
 };
 
 static enum brk brk;
@@ -528,6 +529,8 @@ static void wb_start_some(u32 max)
 		u32 s = E.clock++ % (u32)E.m.n_blocks;
 		u32 f = pmc_slot_flags(E.idx.slot[s]);
 
+		if (brk == BRK_WAITPREV)
+			f &= ~PMC_SF_WAITPREV;
 		if ((f & PMC_SF_USED) && (f & PMC_SF_DIRTY) &&
 		    !(f & (PMC_SF_WB | PMC_SF_STALE | PMC_SF_WAITPREV)))
 			pick[n++] = s;
@@ -957,7 +960,8 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: crash_model [--ops N] [--seed S] [--images K] [--store-pct P]\n"
-		"                   [--break data-fence|record-fence|free-fence|data-flush|record-flush|format-order]\n"
+		"                   [--break data-fence|record-fence|free-fence|data-flush|record-flush|\n"
+		"                            format-order|waitprev]\n"
 		"                   [-v]\n");
 	exit(2);
 }
@@ -994,6 +998,8 @@ int main(int argc, char **argv)
 				brk = BRK_RECORD_FLUSH;
 			else if (!strcmp(b, "format-order"))
 				brk = BRK_FORMAT_ORDER;
+			else if (!strcmp(b, "waitprev"))
+				brk = BRK_WAITPREV;
 			else
 				usage();
 		} else if (!strcmp(argv[i], "-v")) {
