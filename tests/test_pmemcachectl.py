@@ -562,10 +562,10 @@ NBLOCKS = 64
 WRITER = r"""
 pmc_init
 md_make md0 raid5 4 a
-# max_age: blocks are written back 150-600 ms after they got dirty, so
-# at the cut some blocks are clean, some dirty, some in writeback.
+# max_age: blocks are written back 2-8 s after they got dirty, so at the
+# cut the older blocks are clean (or in writeback) and the recent ones dirty.
 pmemcachectl create pc --origin /dev/md0 --cache /dev/pmem0 \
-	--high-watermark 2 --low-watermark 0 --max-age 300 || die create
+	--high-watermark 2 --low-watermark 0 --max-age 4000 || die create
 head -c 496 /dev/zero | tr '\000' 'x' > /tmp/fill
 RANDOM=%(seed)d
 echo READY=1
@@ -600,6 +600,13 @@ set +e
 pmemcachectl check /dev/pmem0 --origin /dev/md0; echo "CHECK1_RC=$?"
 pmemcachectl drain /dev/pmem0 /dev/vdf 2>/tmp/e; echo "WRONG_ORIGIN_RC=$?"
 echo "WRONG_ORIGIN_ERR=$(cat /tmp/e)"
+# create reads the metadata before anything else
+pmemcachectl create pc -o /dev/md0 -c /dev/pmem0 --format 2>/tmp/e; echo "FORMAT_RC=$?"
+echo "FORMAT_ERR=$(cat /tmp/e)"
+pmemcachectl create pc -o /dev/vdf -c /dev/pmem0 2>/tmp/e; echo "OTHER_RC=$?"
+echo "OTHER_ERR=$(cat /tmp/e)"
+pmemcachectl create pc -o /dev/md0 -c /dev/pmem0 2>/tmp/e; echo "NOMOD_RC=$?"
+echo "NOMOD_ERR=$(cat /tmp/e)"
 set -e
 echo "CHECK1=$(pmemcachectl check --json /dev/pmem0 | tr -d '\n')"
 pmemcachectl drain --json /dev/pmem0 /dev/md0 > /tmp/drain || die drain
@@ -651,8 +658,16 @@ def test_vm_drain_after_power_cut_without_module(vm, guest):
     assert c1["verdict"] in ("clean", "dirty") and c1["origin"]["kind"] == "md"
     assert res.value("WRONG_ORIGIN_RC") == str(MISMATCH)
     assert "origin size differs" in res.value("WRONG_ORIGIN_ERR")
+    if c1["records"]["dirty"]:
+        assert res.value("FORMAT_RC") == str(DIRTY)
+        assert "--format would lose them" in res.value("FORMAT_ERR")
+    assert res.value("OTHER_RC") == str(MISMATCH)
+    assert "origin size differs" in res.value("OTHER_ERR")
+    assert res.value("NOMOD_RC") == str(DM)
+    assert "target is not loaded" in res.value("NOMOD_ERR")
     d = json.loads(res.value("DRAIN"))
     assert d["blocks"] == c1["records"]["dirty"] and d["error"] is None
+    assert d["blocks"] > 0          # the last writes are younger than max_age/2
     assert res.value("CHECK2_RC") == str(OK)
     got = tp.read_back(res)
     assert len(got) == NBLOCKS * 8

@@ -495,13 +495,14 @@ int cmd_create(int argc, char **argv)
 		err("cannot query device-mapper: %s", dm_why());
 		return EXIT_DM;
 	}
+	/* The metadata first: what it says matters even without the module. */
+	r = create_check_cache(&o, &dev);
+	if (r)
+		return r;
 	if (!target_registered()) {
 		err("the pmemcache target is not loaded (modprobe dm-pmemcache)");
 		return EXIT_DM;
 	}
-	r = create_check_cache(&o, &dev);
-	if (r)
-		return r;
 	if (build_table(&o, dev.origin_sectors, table, sizeof(table))) {
 		err("device paths too long");
 		return EXIT_USAGE;
