@@ -164,6 +164,8 @@ def test_no_command_and_unknown_command_are_usage_errors(tool):
     (["check", "a", "b"], ["need exactly one PMEMDEV"]),
     (["drain", "a"], ["need PMEMDEV and ORIGINDEV"]),
     (["drain", "-x", "a", "b"], ["bad option"]),
+    (["create", "pc", "-c", "/y", "--origin"], ["option '--origin' needs a value"]),
+    (["check", "img", "-o"], ["option '-o' needs a value"]),
 ])
 def test_bad_arguments_give_one_line_and_exit_1(tool, args, words):
     p = run(*args)

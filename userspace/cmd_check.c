@@ -201,7 +201,7 @@ int cmd_check(int argc, char **argv)
 	int c, v, r;
 
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "o:j", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":o:j", opts, NULL)) != -1) {
 		switch (c) {
 		case 'o':
 			origin = optarg;
@@ -210,8 +210,7 @@ int cmd_check(int argc, char **argv)
 			json = true;
 			break;
 		default:
-			err("bad option '%s' (see pmemcachectl check --help)", argv[optind - 1]);
-			return EXIT_USAGE;
+			return bad_option(c, argv, "check");
 		}
 	}
 	if (argc - optind != 1) {
@@ -278,7 +277,7 @@ int cmd_drain(int argc, char **argv)
 	int c, v, r, rc;
 
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "nj", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":nj", opts, NULL)) != -1) {
 		switch (c) {
 		case 'n':
 			dry = true;
@@ -290,8 +289,7 @@ int cmd_drain(int argc, char **argv)
 			json = true;
 			break;
 		default:
-			err("bad option '%s' (see pmemcachectl drain --help)", argv[optind - 1]);
-			return EXIT_USAGE;
+			return bad_option(c, argv, "drain");
 		}
 	}
 	if (argc - optind != 2) {

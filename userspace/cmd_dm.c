@@ -395,7 +395,7 @@ int cmd_create(int argc, char **argv)
 	int c, r, kfd;
 
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "o:c:b:f", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":o:c:b:f", opts, NULL)) != -1) {
 		r = 0;
 		switch (c) {
 		case 'o':
@@ -446,8 +446,7 @@ int cmd_create(int argc, char **argv)
 			o.force = true;
 			break;
 		default:
-			err("bad option '%s' (see pmemcachectl create --help)", argv[optind - 1]);
-			return EXIT_USAGE;
+			return bad_option(c, argv, "create");
 		}
 		if (r)
 			return r;
@@ -727,7 +726,7 @@ int cmd_status(int argc, char **argv)
 	int c, r;
 
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "ji:", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":ji:", opts, NULL)) != -1) {
 		switch (c) {
 		case 'j':
 			json = true;
@@ -745,8 +744,7 @@ int cmd_status(int argc, char **argv)
 			tline = optarg;
 			break;
 		default:
-			err("bad option '%s' (see pmemcachectl status --help)", argv[optind - 1]);
-			return EXIT_USAGE;
+			return bad_option(c, argv, "status");
 		}
 	}
 	if (argc - optind != 1) {
@@ -805,10 +803,9 @@ int cmd_list(int argc, char **argv)
 	int c, r, count = 0;
 
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "j", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":j", opts, NULL)) != -1) {
 		if (c != 'j') {
-			err("bad option '%s' (see pmemcachectl list --help)", argv[optind - 1]);
-			return EXIT_USAGE;
+			return bad_option(c, argv, "list");
 		}
 		json = true;
 	}
@@ -1027,14 +1024,13 @@ static int flush_opts(int argc, char **argv, const char *cmd, bool *quiet,
 	int c;
 
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, keep ? "qk" : "q", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, keep ? ":qk" : ":q", opts, NULL)) != -1) {
 		if (c == 'q') {
 			*quiet = true;
 		} else if (c == 'k' && keep) {
 			*keep = true;
 		} else {
-			err("bad option '%s' (see pmemcachectl %s --help)", argv[optind - 1], cmd);
-			return EXIT_USAGE;
+			return bad_option(c, argv, cmd);
 		}
 	}
 	if (argc - optind != 1) {

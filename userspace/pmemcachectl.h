@@ -44,6 +44,9 @@ void set_err_cmd(const char *cmd);
 int parse_u64(const char *s, uint64_t *v, bool allow_suffix);
 int parse_u32_range(const char *s, uint32_t min, uint32_t max, uint32_t *v);
 
+/* After getopt_long() returned '?' or ':': one line, EXIT_USAGE. */
+int bad_option(int c, char **argv, const char *cmd);
+
 /* Command entry points: argv[0] is the command name. */
 int cmd_create(int argc, char **argv);
 int cmd_status(int argc, char **argv);

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <getopt.h>
 
 #include "pmemcachectl.h"
 
@@ -88,4 +89,15 @@ int parse_u32_range(const char *s, uint32_t min, uint32_t max, uint32_t *v)
 		return -1;
 	*v = (uint32_t)x;
 	return 0;
+}
+
+int bad_option(int c, char **argv, const char *cmd)
+{
+	if (c == ':')
+		err("option '%s' needs a value (see pmemcachectl %s --help)",
+		    argv[optind - 1], cmd);
+	else
+		err("bad option '%s' (see pmemcachectl %s --help)",
+		    argv[optind - 1], cmd);
+	return EXIT_USAGE;
 }
