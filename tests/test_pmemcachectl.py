@@ -292,6 +292,22 @@ def test_check_origin_identity(tool, tmp_path):
     assert "origin UUID differs" in j["reason"]
 
 
+def test_check_refuses_records_beyond_the_origin(tool, tmp_path):
+    # A record with a good checksum that maps block 1024 of a 1024-block
+    # origin: drain must never write past the end of the origin.
+    img = mkimage(tmp_path / "p.img", "write:3:ff:1", "write:1024:01:2")
+    j = check_json(img, rc=CORRUPT)
+    assert j["verdict"] == "damaged" and j["records"]["out_of_range"] == 1
+    assert "beyond the end of the origin" in j["reason"]
+    origin = tmp_path / "o.img"
+    origin.write_bytes(b"\0" * ORIGIN_SECTORS * 512)
+    p = run("drain", img, origin)
+    assert p.returncode == CORRUPT
+    one_error_line(p, "check failed (damaged")
+    assert origin.stat().st_size == ORIGIN_SECTORS * 512
+    assert set(origin.read_bytes()) == {0}
+
+
 def test_check_never_writes(images):
     pmem, _, _ = images
     before = sha(pmem)
@@ -495,6 +511,8 @@ echo "WRONGTYPE_ERR=$(cat /tmp/e)"
 set -e
 fio_job seq /dev/mapper/pc --rw=write --bs=64k --size=8m --offset=0
 echo "JSON1=$(pmemcachectl status pc --json --interval 0 | tr -d '\n')"
+pmemcachectl status pc > /tmp/st || die "human status"
+echo "HUMAN_DIRTY=$(grep '^  dirty ' /tmp/st | tr -s ' ')"
 pmemcachectl list
 echo "LIST=$(pmemcachectl list --json | tr -d '\n')"
 # Ctrl-C during a flush: exit 130, the device keeps working.
@@ -544,6 +562,7 @@ def test_vm_create_fio_status_flush_remove(vm, guest):
     assert j1["writeback_bytes"] == 0 and j1["errors"] == 0
     assert j1["origin"] == "/dev/md0" and j1["cache"] == "/dev/pmem0"
     assert abs(j1["dirty_fraction"] - blocks_written / j1["blocks"]) < 1e-9
+    assert res.value("HUMAN_DIRTY").startswith(" dirty %d (" % blocks_written)
     lst = json.loads(res.value("LIST"))
     assert [d["name"] for d in lst] == ["pc"]
     ji = json.loads(res.value("JSONI"))

@@ -79,7 +79,8 @@ static void sb_identity(const struct pmc_super *sb, struct pmc_origin_id *o)
 
 static bool verdict_has_cache(int v)
 {
-	return v == PMC_V_CLEAN || v == PMC_V_DIRTY || v == PMC_V_MISMATCH;
+	return v == PMC_V_CLEAN || v == PMC_V_DIRTY || v == PMC_V_MISMATCH ||
+	       v == PMC_V_DAMAGED;
 }
 
 /* The check report, as JSON (also the source of the human output). */
@@ -172,6 +173,12 @@ static void check_human(struct pmc_image *im, int v, const char *why,
 	if (im->rs.torn)
 		printf("  %-14s %llu (records of writes never acknowledged; ignored)\n",
 		       "torn", (unsigned long long)im->rs.torn);
+	if (im->rs.unreadable)
+		printf("  %-14s %llu (media errors: their blocks are lost)\n", "unreadable",
+		       (unsigned long long)im->rs.unreadable);
+	if (im->out_of_range)
+		printf("  %-14s %llu (live records beyond the end of the origin)\n",
+		       "out of range", (unsigned long long)im->out_of_range);
 	if (v == PMC_V_DIRTY)
 		printf("%llu dirty blocks are not on the origin yet: load the cache, or run "
 		       "'pmemcachectl drain %s ORIGINDEV'\n",

@@ -1079,10 +1079,8 @@ int cmd_remove(int argc, char **argv)
 	}
 	if (!keep) {
 		r = do_flush(name, quiet);
-		if (r) {
-			err("%s: not removed", name);
-			return r;
-		}
+		if (r)
+			return r;	/* not removed: do_flush said why */
 	}
 	dmt = task(DM_DEVICE_REMOVE, name);
 	dm_lasterr = 0;
