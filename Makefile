@@ -27,7 +27,7 @@ SHELL     := /bin/bash
 PY        := /usr/bin/python3
 PYTEST    := $(PY) -m pytest
 
-.PHONY: all deps kernel module userspace image vm test demo bench clean \
+.PHONY: all deps kernel module userspace image vm test test-long demo bench clean \
 	check-series
 
 all: kernel module userspace image
@@ -54,6 +54,11 @@ vm: kernel image
 
 test: kernel image
 	@KCACHE=$(KCACHE) KBUILD=$(KBUILD) $(PYTEST) -p no:cacheprovider -ra tests
+
+# The long forms: >= 10,000 crash states of the host model, >= 50 VM power cuts.
+test-long: kernel image
+	@PMC_LONG=1 KCACHE=$(KCACHE) KBUILD=$(KBUILD) $(PYTEST) -p no:cacheprovider -ra \
+		tests/test_crash_model.py tests/test_target_powercut.py
 
 # The demo runs on fresh images each time.
 demo: kernel image $(if $(wildcard dm-pmemcache/Kbuild),module)

@@ -131,7 +131,7 @@ if [ $interactive = 1 ]; then
 fi
 
 set +e
-timeout -s KILL "$timeout" "${qemu[@]}" -serial stdio < /dev/null 2>&1 | tee "$log"
+timeout --foreground -s KILL "$timeout" "${qemu[@]}" -serial stdio < /dev/null 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 set -e
 if [ "$status" = 137 ]; then

@@ -7,10 +7,8 @@ DMA-API), whether or not the script itself succeeded.
 """
 import os
 import re
-import shlex
 import signal
 import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -116,7 +114,10 @@ class VM:
     def _log_path(self):
         LOGDIR.mkdir(parents=True, exist_ok=True)
         self.boots += 1
-        return LOGDIR / ("%s.%d.log" % (self.name, self.boots))
+        log = LOGDIR / ("%s.%d.log" % (self.name, self.boots))
+        # a log left by an earlier pytest run must never be read as this one's
+        log.unlink(missing_ok=True)
+        return log
 
     def run(self, script, *, check=True, allow_reports=False, **opts):
         """Boot, run script, power off. With check, a non-zero exit fails."""
@@ -144,6 +145,9 @@ class VM:
 
     @staticmethod
     def power_cut(proc):
-        """Kill QEMU at once: pmem keeps exactly what the guest had stored."""
+        """Kill QEMU at once: pmem keeps exactly what the guest had stored.
+
+        run-vm.sh runs QEMU in its own process group (timeout --foreground),
+        so killing the group kills QEMU itself, not only the script."""
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
