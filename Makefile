@@ -70,6 +70,12 @@ demo: kernel image $(if $(wildcard dm-pmemcache/Kbuild),module)
 		$(foreach k,$(wildcard dm-pmemcache/*.ko),--files $(k):/lib/modules/extra/$(notdir $(k))) \
 		| grep -v -e '^@@' -e '^\[ *[0-9.]*\] '
 
+# fio benchmarks side by side (issue 8): one boot per member model and
+# origin layout; writes docs/benchmarks.md and docs/bench/. BENCH_QUICK=1
+# for short runs.
+bench: kernel image module
+	@KCACHE=$(KCACHE) KBUILD=$(KBUILD) $(PY) tests/bench/run_bench.py
+
 # Apply core-patches/series to a pristine tree in its own worktree, build
 # every prefix with the product config and run checkpatch --strict on
 # every patch. Slow (one kernel build per patch): not part of make test.

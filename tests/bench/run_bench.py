@@ -1,0 +1,143 @@
+#!/usr/bin/python3
+"""make bench: fio write-back benchmarks side by side (issue 8).
+
+One guest boot per (member model, origin layout); in each boot the same
+fio jobs run against every system in turn on the same disks, each set up
+from a fresh state (md re-created, pmem metadata zeroed). Results: raw fio
+JSON and guest figures in docs/bench/, tables in docs/benchmarks.md, plots
+in docs/bench/*.png (tests/bench/report.py).
+
+BENCH_QUICK=1: short runtimes and a small drain, for development.
+BENCH_MODELS / BENCH_LAYOUTS: restrict (e.g. BENCH_MODELS=hdd).
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+from vm import VM, KCACHE  # noqa: E402
+
+REPO = HERE.parent.parent
+OUT = REPO / "docs/bench"
+
+QUICK = os.environ.get("BENCH_QUICK") == "1"
+RT = int(os.environ.get("BENCH_RUNTIME", "2" if QUICK else "4"))
+DRAIN_MB = int(os.environ.get("BENCH_DRAIN_MB", "32" if QUICK else "128"))
+SIZE = os.environ.get("BENCH_SIZE", "256M")
+JOBS = ["drain", "qd1_fsync", "qd32_4jobs", "zipf_rw", "seq128k"]
+# HDD-like members: 150 IOPS and 150 MiB/s per disk.
+MODELS = {"hdd": "150:157286400", "fast": None}
+LAYOUTS = {
+    "raid5": ["raw", "journal", "bcache", "pmc-bounce", "wc-mem", "wc-dev"],
+    "raid1": ["raw", "pmc-pfn", "pmc-bounce", "wc-mem"],
+}
+
+
+def pick(env, allowed):
+    v = os.environ.get(env)
+    return [x for x in (v.split() if v else allowed) if x in allowed]
+
+
+def run_boot(model, layout, systems):
+    state = Path(tempfile.mkdtemp(prefix="bench-%s-%s." % (model, layout), dir=KCACHE))
+    vm = VM("bench-%s-%s" % (model, layout), state)
+    script = ("LAYOUT=%s\nSYSTEMS='%s'\nRT=%d\nSIZE=%s\nDRAIN_MB=%d\nDRAIN_CAP=%d\nJOBS='%s'\n"
+              % (layout, " ".join(systems), RT, SIZE, DRAIN_MB, 300, " ".join(JOBS)))
+    script += (HERE / "guest_bench.sh").read_text()
+    files = [(f, "/test/bench/" + f.name) for f in sorted(HERE.glob("*.fio"))]
+    log = vm._log_path()
+    cmd = vm.command(script, files=files, timeout=2400, disks=6, disk_size=1024,
+                     pmem_size=1024, throttle=MODELS[model], log=log)
+    t0 = time.time()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    seen = 0
+    while proc.poll() is None:
+        time.sleep(2)
+        seen = show_progress(log, seen, t0, model, layout)
+    show_progress(log, seen, t0, model, layout)
+    console = log.read_text(errors="replace") if log.exists() else ""
+    subprocess.run(["rm", "-rf", str(state)])
+    if proc.returncode != 0:
+        print("  guest exited %d (log %s)" % (proc.returncode, log), flush=True)
+    return console, proc.returncode
+
+
+def show_progress(log, seen, t0, model, layout):
+    if not log.exists():
+        return seen
+    lines = log.read_text(errors="replace").splitlines()
+    for l in lines[seen:]:
+        if l.startswith("PROGRESS "):
+            print("  [%4.0fs] %s/%s" % (time.time() - t0, model, l[9:]), flush=True)
+    return len(lines)
+
+
+def parse(console):
+    fio, bench = {}, {}
+    for l in console.splitlines():
+        if l.startswith("FIOJSON "):
+            _, sys_, job, blob = l.split(" ", 3)
+            try:
+                fio.setdefault(sys_, {})[job] = json.loads(blob)
+            except ValueError as e:
+                print("  bad fio JSON for %s %s: %s" % (sys_, job, e), flush=True)
+        elif l.startswith("BENCH "):
+            kv = dict(re.findall(r"(\w+)=(\S+)", l))
+            key = kv.pop("sys", "_boot")
+            bench.setdefault(key, {}).update(kv)
+    return fio, bench
+
+
+def slim(j):
+    """Keep the raw fio JSON small: drop per-job option echo and the disk_util list."""
+    j = dict(j)
+    j.pop("disk_util", None)
+    return j
+
+
+def host_info():
+    cpu = "?"
+    for l in Path("/proc/cpuinfo").read_text().splitlines():
+        if l.startswith("model name"):
+            cpu = l.split(":", 1)[1].strip()
+            break
+    return {"cpu": cpu, "nproc": os.cpu_count(),
+            "loadavg": " ".join(Path("/proc/loadavg").read_text().split()[:3])}
+
+
+def main():
+    OUT.mkdir(parents=True, exist_ok=True)
+    results = {"settings": {"quick": QUICK, "runtime_s": RT, "size": SIZE, "drain_mb": DRAIN_MB,
+                            "models": MODELS, "layouts": LAYOUTS, "jobs": JOBS,
+                            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                            "host": host_info()},
+               "runs": {}}
+    t_all = time.time()
+    for model in pick("BENCH_MODELS", list(MODELS)):
+        for layout in pick("BENCH_LAYOUTS", list(LAYOUTS)):
+            systems = LAYOUTS[layout]
+            print("== boot: members %s, origin md %s: %s" % (model, layout, " ".join(systems)),
+                  flush=True)
+            console, rc = run_boot(model, layout, systems)
+            fio, bench = parse(console)
+            key = "%s-%s" % (model, layout)
+            for sys_, jobs in fio.items():
+                for job, j in jobs.items():
+                    (OUT / ("%s-%s-%s.json" % (key, sys_, job))).write_text(
+                        json.dumps(slim(j), indent=1))
+            results["runs"][key] = {"rc": rc, "bench": bench,
+                                    "fio_files": sorted("%s-%s-%s.json" % (key, s, j)
+                                                        for s in fio for j in fio[s])}
+            (OUT / "results.json").write_text(json.dumps(results, indent=1))
+            print("== %s done (rc %d), %.0f s so far" % (key, rc, time.time() - t_all), flush=True)
+    subprocess.run([sys.executable, str(HERE / "report.py")], check=True)
+
+
+if __name__ == "__main__":
+    main()
