@@ -72,8 +72,10 @@ demo: kernel image $(if $(wildcard dm-pmemcache/Kbuild),module)
 
 # fio benchmarks side by side (issue 8): one boot per member model and
 # origin layout; writes docs/benchmarks.md and docs/bench/. BENCH_QUICK=1
-# for short runs.
-bench: kernel image module
+# for short runs. Uses the kernel that make test built (never builds one).
+bench: image
+	@test -f $(BZIMAGE) || { echo "no kernel at $(BZIMAGE): run make kernel (or make test) first"; exit 1; }
+	@$(MAKE) -s -C $(KSRC) O=$(KBUILD) CC="ccache gcc" M=$(CURDIR)/dm-pmemcache modules
 	@KCACHE=$(KCACHE) KBUILD=$(KBUILD) $(PY) tests/bench/run_bench.py
 
 # Apply core-patches/series to a pristine tree in its own worktree, build

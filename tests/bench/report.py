@@ -165,7 +165,9 @@ def main():
     add("| boot | system | measure | target | measured |\n|---|---|---|---|---|")
     md.extend(head)
     add("")
-    add("<!-- HONEST -->\n")
+    add("### Where dm-pmemcache is behind in this run\n")
+    md.extend(behind(data, runs, res, cpu, ram) or ["- Nowhere against dm-writecache in this run."])
+    add("")
 
     # ---- per workload tables
     for job, title in WORKLOADS:
@@ -212,6 +214,8 @@ def main():
             add("| %s | %s | %s | %s | %s | %s |" % (
                 key, NAMES[sys_], fmt(s, 2), fmt(st["drain_mb"] / s if s else None, 1),
                 fmt(c[0] if c else None, 2), ratio(s, wcs)))
+    plot_drain(runs, res)
+    add("\n![drain](bench/drain.png)")
     add("\nCPU: busy ticks of all guest CPUs (user+system+irq+softirq+steal, /proc/stat) during "
         "the timed drain, divided by the GiB written back. Under TCG this is emulated CPU time.\n")
 
@@ -231,6 +235,43 @@ def main():
     add("")
     DOC.write_text("\n".join(md) + "\n")
     print("wrote %s" % DOC)
+
+
+def behind(data, runs, res, cpu, ram):
+    """Every measure where a dm-pmemcache variant is worse than dm-writecache (same boot)."""
+    out = []
+    for key in runs:
+        d = data.get(key, {})
+        for job, title in WORKLOADS:
+            if "wc-mem" not in d or job not in d["wc-mem"]:
+                continue
+            w = metrics(d["wc-mem"][job], job)
+            for pmc in ("pmc-pfn", "pmc-bounce"):
+                if pmc not in d or job not in d[pmc]:
+                    continue
+                p = metrics(d[pmc][job], job)
+                if p["iops"] < w["iops"]:
+                    out.append("- %s, %s, %s: %.2fx the IOPS of dm-writecache (%s vs %s)." % (
+                        key, pmc, title, p["iops"] / w["iops"], fmt(p["iops"]), fmt(w["iops"])))
+                if p["p99"] and w["p99"] and p["p99"] > w["p99"]:
+                    out.append("- %s, %s, %s: write p99 %s µs against dm-writecache's %s µs." % (
+                        key, pmc, title, fmt(p["p99"], 1), fmt(w["p99"], 1)))
+        b = runs[key]["bench"]
+        ws = fnum(b.get("wc-mem", {}).get("drain_s"))
+        for pmc in ("pmc-pfn", "pmc-bounce"):
+            ps = fnum(b.get(pmc, {}).get("drain_s"))
+            if ps and ws and ps > ws:
+                out.append("- %s, %s: drain took %.2f s against dm-writecache's %.2f s (%.2fx)." % (
+                    key, pmc, ps, ws, ps / ws))
+        c = {s_: v for k, s_, v, _ in cpu if k == key}
+        if c.get("pmc-pfn") and c.get("pmc-bounce") and c["pmc-pfn"] > 0.7 * c["pmc-bounce"]:
+            out.append("- %s: pfn writeback used %.2fx the CPU per GiB of bounce writeback "
+                       "(target <= 0.7x)." % (key, c["pmc-pfn"] / c["pmc-bounce"]))
+    for key, sys_, per_block, _ in ram:
+        if sys_.startswith("pmc") and per_block > 16:
+            out.append("- %s, %s: %.1f bytes of DRAM per cached 4 KiB block by meminfo delta "
+                       "(target <= 16)." % (key, sys_, per_block))
+    return out
 
 
 def ram_rows(runs):
@@ -265,23 +306,50 @@ def cpu_rows(runs, st):
 
 
 def plot(job, title, data, res):
+    """Per boot: IOPS (top) and write p99 latency (bottom), log scale, from the raw fio JSON."""
     boots = list(res["runs"])
-    fig, axes = plt.subplots(1, len(boots), figsize=(3.2 * len(boots) + 1, 3.6), squeeze=False)
-    for ax, key in zip(axes[0], boots):
+    fig, axes = plt.subplots(2, len(boots), figsize=(2.8 * len(boots) + 1, 6), squeeze=False)
+    for col, key in enumerate(boots):
         d = data.get(key, {})
         systems = [s for s in res["settings"]["layouts"][key.split("-", 1)[1]] if job in d.get(s, {})]
-        vals = [metrics(d[s][job], job)["iops"] for s in systems]
+        ms = [metrics(d[s][job], job) for s in systems]
         colors = ["#c44" if s.startswith("pmc") else "#48c" if s.startswith("wc") else "#999"
                   for s in systems]
-        ax.bar(range(len(systems)), vals, color=colors)
+        for row, (field, label) in enumerate([("iops", "IOPS"), ("p99", "write p99 (µs)")]):
+            ax = axes[row][col]
+            ax.bar(range(len(systems)), [m[field] or 0 for m in ms], color=colors)
+            ax.set_xticks(range(len(systems)))
+            ax.set_xticklabels(systems if row == 1 else [], rotation=45, ha="right", fontsize=8)
+            ax.set_yscale("log")
+            if row == 0:
+                ax.set_title(key, fontsize=9)
+            if col == 0:
+                ax.set_ylabel(label)
+    fig.suptitle("%s\n(TCG guest on a loaded host: compare within a column only)" % title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(OUT / ("%s.png" % job), dpi=80)
+    plt.close(fig)
+
+
+def plot_drain(runs, res):
+    boots = list(runs)
+    fig, axes = plt.subplots(1, len(boots), figsize=(2.8 * len(boots) + 1, 3.4), squeeze=False)
+    for ax, key in zip(axes[0], boots):
+        b = runs[key]["bench"]
+        systems = [s for s in res["settings"]["layouts"][key.split("-", 1)[1]]
+                   if fnum(b.get(s, {}).get("drain_s"))]
+        ax.bar(range(len(systems)), [fnum(b[s]["drain_s"]) for s in systems],
+               color=["#c44" if s.startswith("pmc") else "#48c" if s.startswith("wc") else "#999"
+                      for s in systems])
         ax.set_xticks(range(len(systems)))
         ax.set_xticklabels(systems, rotation=45, ha="right", fontsize=8)
         ax.set_title(key, fontsize=9)
-        ax.set_yscale("log")
-        ax.set_ylabel("IOPS (log)" if ax is axes[0][0] else "")
-    fig.suptitle(title + " (TCG guest; compare within a panel only)", fontsize=9)
+        if ax is axes[0][0]:
+            ax.set_ylabel("seconds until clean")
+    fig.suptitle("Drain of %d MiB random dirty blocks (lower is better)" % res["settings"]["drain_mb"],
+                 fontsize=9)
     fig.tight_layout()
-    fig.savefig(OUT / ("%s.png" % job), dpi=80)
+    fig.savefig(OUT / "drain.png", dpi=80)
     plt.close(fig)
 
 
