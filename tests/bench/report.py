@@ -110,6 +110,11 @@ def main():
         "each set up from fresh (md re-created with --assume-clean, first MiB of pmem zeroed).%s\n"
         % (" **This was a BENCH_QUICK=1 run (fio runtime %d s per job)**: short runs, noisy figures."
            % st["runtime_s"] if st.get("quick") else ""))
+    add("Rerun: `make bench` (after `make test` has built the kernel; it never builds one) or "
+        "`BENCH_QUICK=1 make bench` (2 s per job, 32 MiB drain). Restrict with "
+        "`BENCH_MODELS=hdd|fast`, `BENCH_LAYOUTS=raid5|raid1`; override `BENCH_RUNTIME` (s), "
+        "`BENCH_DRAIN_MB`, `BENCH_SIZE`. Regenerate only this page from the kept JSON: "
+        "`/usr/bin/python3 tests/bench/report.py`.\n")
     hi = st.get("host", {})
     add("## Machine and settings\n")
     add("| | |\n|---|---|")
@@ -214,6 +219,14 @@ def main():
             add("| %s | %s | %s | %s | %s | %s |" % (
                 key, NAMES[sys_], fmt(s, 2), fmt(st["drain_mb"] / s if s else None, 1),
                 fmt(c[0] if c else None, 2), ratio(s, wcs)))
+    add("\nWriteback rate in 4 KiB blocks per second (drain MiB × 256 / drain s): %s. With HDD-like "
+        "members at %s IOPS per disk, a rate near the per-disk IOPS means about one origin write "
+        "per 4 KiB block (adjacent dirty blocks not merged into larger bios); a much higher rate "
+        "means merged writeback." % ("; ".join(
+            "%s %s %.0f" % (key, sys_, st["drain_mb"] * 256 / fnum(runs[key]["bench"][sys_]["drain_s"]))
+            for key in boots for sys_ in runs[key]["bench"]
+            if fnum(runs[key]["bench"][sys_].get("drain_s"))) or "–",
+            (st["models"].get("hdd") or "?").split(":")[0]))
     plot_drain(runs, res)
     add("\n![drain](bench/drain.png)")
     add("\nCPU: busy ticks of all guest CPUs (user+system+irq+softirq+steal, /proc/stat) during "
