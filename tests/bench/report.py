@@ -229,6 +229,9 @@ def main():
             (st["models"].get("hdd") or "?").split(":")[0]))
     plot_drain(runs, res)
     add("\n![drain](bench/drain.png)")
+    add("\nThe CPU figures come from drains of a few seconds (a few hundred 10 ms ticks) and "
+        "include everything else the guest did meanwhile (for bcache, the shell loop polling its "
+        "state): treat ratios below 2x as noise in a BENCH_QUICK run.")
     add("\nCPU: busy ticks of all guest CPUs (user+system+irq+softirq+steal, /proc/stat) during "
         "the timed drain, divided by the GiB written back. Under TCG this is emulated CPU time.\n")
 
@@ -238,7 +241,11 @@ def main():
         "and after setting up each cache, minus the same delta for the bare md array of that boot, "
         "divided by the 1 GiB of pmem the cache covers (262 144 blocks of 4 KiB). The fsdax memmap "
         "is the MemFree drop of `ndctl create-namespace -m fsdax -M mem`; with `-M dev` it lives "
-        "on pmem. dm-pmemcache also reports its own index size (status field ram_bytes_per_block).\n")
+        "on pmem. dm-pmemcache also reports its own index size (status field ram_bytes_per_block). The "
+        "meminfo deltas carry about ±1 MiB of noise (other kernel allocations during set-up), i.e. "
+        "about ±4 bytes per block: the self-reported figure is the precise one for dm-pmemcache; "
+        "dm-writecache's ~68 bytes per block plus 64 bytes of memmap match its source "
+        "(struct wc_entry and struct page).\n")
     add("| boot | system | cache set-up DRAM MiB | + memmap MiB | DRAM per cached GiB, MiB | "
         "bytes per 4 KiB block | self-reported |\n|---|---|---:|---:|---:|---:|---:|")
     for key, sys_, per_block, row in ram:
