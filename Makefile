@@ -53,7 +53,7 @@ vm: kernel image
 	@qemu/run-vm.sh --kernel $(BZIMAGE) --initrd $(IMAGE) --interactive
 
 test: kernel image
-	@KCACHE=$(KCACHE) KBUILD=$(KBUILD) $(PYTEST) -p no:cacheprovider -ra tests
+	@KCACHE=$(KCACHE) KBUILD=$(KBUILD) $(PYTEST) -p no:cacheprovider -ra --durations=12 tests
 
 # The long forms: >= 10,000 crash states of the host model, >= 50 VM power cuts.
 test-long: kernel image
