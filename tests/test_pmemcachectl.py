@@ -24,7 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from vm import KBUILD, LOGDIR
+import test_target_powercut as tp
+from vm import KBUILD
 
 REPO = Path(__file__).resolve().parent.parent
 US = REPO / "userspace"
@@ -587,31 +588,7 @@ md_make md0 raid5 4 a
 # cut the older blocks are clean (or in writeback) and the recent ones dirty.
 pmemcachectl create pc --origin /dev/md0 --cache /dev/pmem0 \
 	--high-watermark 2 --low-watermark 0 --max-age 4000 || die create
-head -c 496 /dev/zero | tr '\000' 'x' > /tmp/fill
-RANDOM=%(seed)d
-echo READY=1
-i=0
-while true; do
-	i=$((i + 1))
-	blk=$((RANDOM %% %(nblocks)d))
-	if [ $((RANDOM %% 3)) = 0 ]; then
-		sec=$((blk * 8 + RANDOM %% 8)) n=1
-	else
-		sec=$((blk * 8)) n=8
-	fi
-	: > /tmp/w
-	k=0
-	while [ $k -lt $n ]; do
-		printf "%%08d %%06d\n" $i $((sec + k)) >> /tmp/w
-		cat /tmp/fill >> /tmp/w
-		k=$((k + 1))
-	done
-	echo "W $i $sec $n"
-	dd if=/tmp/w of=/dev/mapper/pc bs=512 seek=$sec count=$n oflag=direct \
-		conv=fsync,notrunc 2>/dev/null || die "dd $i"
-	echo "ACK $i"
-done
-"""
+""" + tp.WRITE_LOOP
 
 DRAIN = r"""
 # No insmod: the module is not loaded; only the tool and md.
@@ -646,11 +623,7 @@ echo DONE=1
 
 
 def test_vm_drain_after_power_cut_without_module(vm, guest):
-    import test_target_powercut as tp
     rng = random.Random(int(os.environ.get("PMC_SEED", "77")))
-    stale = LOGDIR / ("%s.%d.log" % (vm.name, vm.boots + 1))
-    if stale.exists():
-        stale.unlink()
     proc, log = vm.start(guest.PRELUDE + WRITER % dict(seed=rng.randrange(1, 30000),
                                                       nblocks=NBLOCKS), timeout=600)
     want = rng.randrange(40, 120)

@@ -27,10 +27,9 @@ CUTS = int(os.environ.get("PMC_POWERCUTS", "50" if LONG else "2"))
 NBLOCKS = 64
 TABLE_ARGS = "4 high_watermark 2 low_watermark 0"
 
-WRITER = r"""
-pmc_init
-md_make md0 raid5 4 a
-dm_create pc "$(pmc_table md0 '%(args)s')" || die create
+# The writer loop: numbered, self-describing sector writes, each
+# acknowledged on the console only after dd with O_DIRECT|fsync returned.
+WRITE_LOOP = r"""
 head -c 496 /dev/zero | tr '\000' 'x' > /tmp/fill
 RANDOM=%(seed)d
 echo READY=1
@@ -56,6 +55,12 @@ while true; do
 	echo "ACK $i"
 done
 """
+
+WRITER = r"""
+pmc_init
+md_make md0 raid5 4 a
+dm_create pc "$(pmc_table md0 '%(args)s')" || die create
+""" + WRITE_LOOP
 
 CHECK = r"""
 insmod /lib/modules/extra/dm-pmemcache.ko || die insmod
