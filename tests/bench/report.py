@@ -170,6 +170,12 @@ def main():
     add("| boot | system | measure | target | measured |\n|---|---|---|---|---|")
     md.extend(head)
     add("")
+    add("Run-to-run variance is large in BENCH_QUICK runs on the loaded host: two consecutive "
+        "complete runs (11:25 and 11:38 UTC, same code) gave hdd-raid5 QD1+fsync ratios of 0.72x "
+        "and 1.83x, and meminfo-based DRAM per block between 6 and 29 bytes (the module's own "
+        "figure is 14.1). The one result that held in both runs is the drain: dm-pmemcache writes "
+        "back about one origin I/O per 4 KiB block (~165 blocks/s on 150-IOPS members), "
+        "dm-writecache merges adjacent blocks and drains 10-150x faster on HDD-like members.\n")
     add("### Where dm-pmemcache is behind in this run\n")
     md.extend(behind(data, runs, res, cpu, ram) or ["- Nowhere against dm-writecache in this run."])
     add("")
