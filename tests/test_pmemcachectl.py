@@ -626,18 +626,8 @@ def test_vm_drain_after_power_cut_without_module(vm, guest):
     rng = random.Random(int(os.environ.get("PMC_SEED", "77")))
     proc, log = vm.start(guest.PRELUDE + WRITER % dict(seed=rng.randrange(1, 30000),
                                                       nblocks=NBLOCKS), timeout=600)
-    want = rng.randrange(40, 120)
-    deadline = time.time() + 400
     try:
-        while time.time() < deadline:
-            text = log.read_text(errors="replace") if log.exists() else ""
-            if "FAIL:" in text or "@@EXIT" in text:
-                raise AssertionError("writer stopped:\n" + text[-3000:])
-            if "READY=1" in text and len(re.findall(r"^ACK \d+", text, re.M)) >= want:
-                break
-            time.sleep(0.2)
-        else:
-            raise AssertionError("writer too slow:\n" + text[-3000:])
+        tp.wait_for_acks(log, rng.randrange(40, 120))
         time.sleep(rng.random() * 0.5)
     finally:
         tp.power_cut(vm, proc)

@@ -121,19 +121,26 @@ def power_cut(vm, proc):
     vm.power_cut(proc)
 
 
+def wait_for_acks(log, want, seconds=400):
+    """Poll the console log of a WRITER boot until it acknowledged `want`
+    writes; fail if the writer stopped or is too slow."""
+    deadline = time.time() + seconds
+    text = ""
+    while time.time() < deadline:
+        text = log.read_text(errors="replace") if log.exists() else ""
+        if "FAIL:" in text or "@@EXIT" in text:
+            raise AssertionError("writer stopped:\n" + text[-3000:])
+        if "READY=1" in text and len(re.findall(r"^ACK \d+", text, re.M)) >= want:
+            return
+        time.sleep(0.2)
+    raise AssertionError("writer too slow:\n" + text[-3000:])
+
+
 def one_cut(vm, rng):
     proc, log = vm.start(PRELUDE + WRITER % dict(args=TABLE_ARGS, seed=rng.randrange(1, 30000),
                                                  nblocks=NBLOCKS), timeout=600)
-    want = rng.randrange(5, 120)
-    deadline = time.time() + 400
     try:
-        while time.time() < deadline:
-            text = log.read_text(errors="replace") if log.exists() else ""
-            if "FAIL:" in text or "@@EXIT" in text:
-                raise AssertionError("writer stopped:\n" + text[-3000:])
-            if "READY=1" in text and len(re.findall(r"^ACK \d+", text, re.M)) >= want:
-                break
-            time.sleep(0.2)
+        wait_for_acks(log, rng.randrange(5, 120))
         time.sleep(rng.random() * 0.5)
     finally:
         power_cut(vm, proc)
