@@ -152,41 +152,7 @@ int pmc_pmem_read(void *dst, const void *src, size_t len)
 	return full_pread(im->dev.fd, dst, len, off) ? -EIO : 0;
 }
 
-static u32 crc_table[256];
-
-static void crc_init(void)
-{
-	u32 i, j, c;
-
-	for (i = 0; i < 256; i++) {
-		c = i;
-		for (j = 0; j < 8; j++)
-			c = (c >> 1) ^ ((c & 1) ? 0x82F63B78U : 0);
-		crc_table[i] = c;
-	}
-}
-
-/* crc32c as the kernel's crc32c(seed, p, len): no pre/post inversion. */
-u32 pmc_crc32c(u32 seed, const void *p, size_t len)
-{
-	const u8 *b = p;
-
-	if (!crc_table[1])
-		crc_init();
-	while (len--)
-		seed = crc_table[(seed ^ *b++) & 0xff] ^ (seed >> 8);
-	return seed;
-}
-
-void *pmc_alloc_array(size_t n, size_t size)
-{
-	return calloc(n, size);
-}
-
-void pmc_free_array(void *p)
-{
-	free(p);
-}
+/* pmc_crc32c(), pmc_alloc_array(), pmc_free_array(): user/pmc_shim_user.c */
 
 void pmc_random_bytes(void *p, size_t len)
 {

@@ -220,39 +220,7 @@ int pmc_pmem_read(void *dst, const void *src, size_t len)
 	return 0;
 }
 
-static u32 crc_table[256];
-
-static void crc_init(void)
-{
-	u32 i, j, c;
-
-	for (i = 0; i < 256; i++) {
-		c = i;
-		for (j = 0; j < 8; j++)
-			c = (c & 1) ? (c >> 1) ^ 0x82f63b78U : c >> 1;
-		crc_table[i] = c;
-	}
-}
-
-/* Same convention as the kernel's crc32c(): no pre/post inversion. */
-u32 pmc_crc32c(u32 seed, const void *p, size_t len)
-{
-	const u8 *b = p;
-
-	while (len--)
-		seed = crc_table[(seed ^ *b++) & 0xff] ^ (seed >> 8);
-	return seed;
-}
-
-void *pmc_alloc_array(size_t n, size_t size)
-{
-	return calloc(n, size);
-}
-
-void pmc_free_array(void *p)
-{
-	free(p);
-}
+/* pmc_crc32c(), pmc_alloc_array(), pmc_free_array(): user/pmc_shim_user.c */
 
 void pmc_random_bytes(void *p, size_t len)
 {
@@ -1011,7 +979,6 @@ int main(int argc, char **argv)
 	rng_state ^= seed * 0x9e3779b97f4a7c15ULL;
 	if (!rng_state)
 		rng_state = 1;
-	crc_init();
 
 	nsec = n_oblocks * SPB;
 	pmem_size = 2 * PMC_DATA_ALIGN + (size_t)n_slots_want * BS;
