@@ -76,6 +76,7 @@ demo: kernel image $(if $(wildcard dm-pmemcache/Kbuild),module)
 bench: image
 	@test -f $(BZIMAGE) || { echo "no kernel at $(BZIMAGE): run make kernel (or make test) first"; exit 1; }
 	@$(MAKE) -s -C $(KSRC) O=$(KBUILD) CC="ccache gcc" M=$(CURDIR)/dm-pmemcache modules
+	@KCACHE=$(KCACHE) KBUILD=$(KBUILD) $(PY) tests/bench/run_wb_bench.py
 	@KCACHE=$(KCACHE) KBUILD=$(KBUILD) $(PY) tests/bench/run_bench.py
 
 # Apply core-patches/series to a pristine tree in its own worktree, build

@@ -90,9 +90,14 @@ unsigned int pmc_evict_clean(struct pmemcache *pc, unsigned int want)
 	return got;
 }
 
-/* A free slot; sleeps until writeback or eviction produces one. */
-u32 pmc_alloc_slot(struct pmemcache *pc)
+/*
+ * A free slot, or PMC_NO_SLOT once @wait_ms passed without one (0: wait
+ * for ever).  Kicks writeback and eviction while it waits.
+ */
+u32 pmc_alloc_slot(struct pmemcache *pc, unsigned int wait_ms)
 {
+	unsigned long deadline = jiffies + msecs_to_jiffies(wait_ms);
+	bool waited = false;
 	u32 s;
 
 	for (;;) {
@@ -101,9 +106,16 @@ u32 pmc_alloc_slot(struct pmemcache *pc)
 			return s;
 		if (pmc_evict_clean(pc, 32))
 			continue;
+		if (!waited)
+			atomic64_inc(&pc->st.full_waits);
+		waited = true;
+		if (wait_ms && time_after_eq(jiffies, deadline))
+			return PMC_NO_SLOT;
 		WRITE_ONCE(pc->starved, true);
 		pmc_writeback_kick(pc);
-		wait_event_timeout(pc->free_wait, pmc_have_free(pc), HZ / 10);
+		wait_event_timeout(pc->free_wait, pmc_have_free(pc),
+				   wait_ms ? max_t(long, deadline - jiffies, 1) :
+					     HZ / 10);
 	}
 }
 
@@ -275,6 +287,43 @@ static int pmc_map_read(struct pmemcache *pc, struct bio *bio)
 
 /* ---- writes ----------------------------------------------------------- */
 
+/*
+ * Send a write of a block that is not in the cache straight to the origin.
+ * Not while an older copy is being written back (it could land after this
+ * write), and writeback leaves the block alone until this one completed
+ * (st->around), so a newer cached copy cannot be overtaken by it either.
+ * FUA: a later REQ_PREFLUSH completes at pmem speed and never flushes the
+ * origin.
+ */
+static bool pmc_write_around(struct pmemcache *pc, struct bio *bio,
+			     u64 oblock, struct pmc_stripe *st)
+{
+	bool around;
+
+	down_read(&st->lock);
+	around = pmc_index_lookup(&pc->idx, oblock) == PMC_NO_SLOT &&
+		 !pmc_index_inflight(&pc->idx, oblock);
+	if (around)
+		atomic_inc(&st->around);
+	up_read(&st->lock);
+	if (!around)
+		return false;
+	*pmc_bio_around(bio) = st;
+	atomic64_inc(&pc->st.write_around);
+	bio->bi_opf |= REQ_FUA;
+	bio_set_dev(bio, pc->origin->bdev);
+	return true;
+}
+
+int pmc_end_io(struct dm_target *ti, struct bio *bio, blk_status_t *error)
+{
+	struct pmc_stripe *st = *pmc_bio_around(bio);
+
+	if (st)
+		atomic_dec(&st->around);
+	return DM_ENDIO_DONE;
+}
+
 static int pmc_map_write(struct pmemcache *pc, struct bio *bio)
 {
 	u64 oblock = pmc_sector_to_block(pc, bio->bi_iter.bi_sector);
@@ -285,31 +334,21 @@ static int pmc_map_write(struct pmemcache *pc, struct bio *bio)
 	u64 ov;
 	int r;
 
-	if (READ_ONCE(pc->cleaner)) {
-		/* No new blocks: write around, unless the block is cached. */
-		bool around;
+	/* cleaner: no new blocks. */
+	if (READ_ONCE(pc->cleaner) && pmc_write_around(pc, bio, oblock, st))
+		return DM_MAPIO_REMAPPED;
 
-		/*
-		 * Not while an older copy is still being written back: it
-		 * could reach the origin after this write.
-		 */
-		down_read(&st->lock);
-		around = pmc_index_lookup(&pc->idx, oblock) == PMC_NO_SLOT &&
-			 !pmc_index_inflight(&pc->idx, oblock);
-		up_read(&st->lock);
-		if (around) {
-			atomic64_inc(&pc->st.write_around);
-			/*
-			 * FUA: a later REQ_PREFLUSH completes at pmem speed
-			 * and never flushes the origin.
-			 */
-			bio->bi_opf |= REQ_FUA;
-			bio_set_dev(bio, pc->origin->bdev);
+	/*
+	 * Cache full: wait for writeback a bounded time, then go around.  A
+	 * block that is cached has to wait: its new data must replace the
+	 * cached copy.
+	 */
+	while ((slot = pmc_alloc_slot(pc, pc->full_wait_ms)) == PMC_NO_SLOT) {
+		if (pmc_write_around(pc, bio, oblock, st)) {
+			atomic64_inc(&pc->st.full_around);
 			return DM_MAPIO_REMAPPED;
 		}
 	}
-
-	slot = pmc_alloc_slot(pc);
 	epoch = atomic_read(&pc->epoch) & 3;
 
 	down_write(&st->lock);
@@ -432,12 +471,15 @@ int pmc_map(struct dm_target *ti, struct bio *bio)
 	struct pmemcache *pc = ti->private;
 
 	bio->bi_iter.bi_sector = dm_target_offset(ti, bio->bi_iter.bi_sector);
+	*pmc_bio_around(bio) = NULL;
+	pmc_note_foreground(pc);
 
 	if (bio->bi_opf & REQ_PREFLUSH) {
 		/*
 		 * Everything acknowledged is already durable in pmem; the
-		 * fence orders this flush after it.  Writeback and write
-		 * around use FUA, so the origin needs no flush either.
+		 * fence orders this flush after it.  Writeback flushes the
+		 * origin before it marks a block clean and write around uses
+		 * FUA, so the origin needs no flush either.
 		 */
 		pmem_wmb();
 		atomic64_inc(&pc->st.flushes);

@@ -25,6 +25,10 @@
 #define PMC_DEF_LOW_WM		45
 #define PMC_DEF_WB_JOBS		1024
 #define PMC_MAX_WB_BATCH	256
+#define PMC_WB_PASS		1024	/* blocks selected per pass, at most */
+#define PMC_DEF_FULL_WAIT_MS	100
+#define PMC_STRIPE_AUTO		(~0U)	/* stripe_blocks from the origin */
+#define PMC_MAX_STRIPE_BLOCKS	4096
 
 enum pmc_route {
 	PMC_ROUTE_AUTO,		/* pfn bios if bdev_pfn(origin), else bounce */
@@ -36,6 +40,7 @@ enum pmc_route {
 struct pmc_stripe {
 	struct rw_semaphore lock;
 	atomic_t pinned;	/* partial-hit reads in flight: no eviction */
+	atomic_t around;	/* origin writes going around the cache */
 } ____cacheline_aligned_in_smp;
 
 struct pmc_stats {
@@ -54,6 +59,36 @@ struct pmc_stats {
 	atomic64_t wb_errors;
 	atomic64_t wb_notsupp;
 	atomic64_t media_errors;
+	atomic64_t wb_full_stripes;	/* whole parity stripes written */
+	atomic64_t wb_flushes;		/* origin flushes before CLEAN */
+	atomic64_t full_waits;		/* writes that waited for a slot */
+	atomic64_t full_around;		/* ... and then went around */
+};
+
+/* One dirty block picked for writeback: its slot word when picked. */
+struct pmc_wb_cand {
+	u64 v;
+	u32 slot;
+};
+
+/*
+ * A writeback sweep: dirty blocks of one origin window, sorted by origin
+ * block (wb_select.c).  Consumed front to back by writeback passes.
+ */
+struct pmc_sweep {
+	struct pmc_wb_cand *c;
+	unsigned int cap, n, pos;
+	u64 next;		/* first origin block of the next window */
+};
+
+/* Writeback rate controller state (wb_rate.c). */
+struct pmc_rate {
+	u64 rate;		/* blocks per second; 0 = unlimited */
+	s64 integral;		/* sum of excess dirty blocks x jiffies */
+	s64 tokens;		/* block-jiffies we may still submit */
+	unsigned long stamp;	/* jiffies of the last update */
+	unsigned long last_fg;	/* jiffies of the last foreground bio */
+	u64 target;		/* dirty blocks the controller steers to */
 };
 
 struct pmemcache {
@@ -83,6 +118,8 @@ struct pmemcache {
 	unsigned int high_wm, low_wm;
 	unsigned int wb_jobs;
 	unsigned int max_age_ms;
+	unsigned int stripe_cfg;	/* stripe_blocks feature or AUTO */
+	unsigned int full_wait_ms;	/* cache full: wait, then go around */
 	enum pmc_route route;
 	bool flush_on_suspend;
 	bool cleaner;
@@ -90,7 +127,7 @@ struct pmemcache {
 	bool need_format;	/* blank namespace or 'format': at first resume */
 	bool loaded;		/* index rebuilt (first resume done) */
 	bool claimed;		/* registered in the pmem claim list */
-	bool set_high_wm, set_low_wm, set_wb_jobs;
+	unsigned long tunables_set;	/* features given: shown in the table */
 
 	/* state */
 	atomic64_t n_dirty;
@@ -107,7 +144,10 @@ struct pmemcache {
 	atomic_t wb_inflight;	/* blocks */
 	wait_queue_head_t wb_wait;
 	u32 wb_hand;
-	bool wb_latched;	/* above high watermark until below low */
+	u32 stripe_blocks;	/* 0: clock order, 1: sorted, >1: stripes */
+	struct pmc_sweep sweep;
+	struct pmc_wb_cand *wb_cand;	/* PMC_WB_PASS, one pass's picks */
+	struct pmc_rate rc;
 	bool flush_all;
 	bool age_pending;
 	bool starved;
@@ -124,6 +164,12 @@ struct pmemcache {
 static inline u64 pmc_sector_to_block(struct pmemcache *pc, sector_t s)
 {
 	return s >> pc->spb_shift;
+}
+
+/* Per-bio data: the index stripe of a write going around the cache. */
+static inline struct pmc_stripe **pmc_bio_around(struct bio *bio)
+{
+	return dm_per_bio_data(bio, sizeof(struct pmc_stripe *));
 }
 
 static inline struct pmc_stripe *pmc_stripe_of(struct pmemcache *pc,
@@ -148,12 +194,13 @@ int pmc_bio_add_pmem(struct pmemcache *pc, struct bio *bio, u32 slot,
 		     u32 offset, u32 len);
 
 /* index helpers (io.c) */
-u32 pmc_alloc_slot(struct pmemcache *pc);
+u32 pmc_alloc_slot(struct pmemcache *pc, unsigned int wait_ms);
 void pmc_free_slots(struct pmemcache *pc, const u32 *slots, unsigned int n);
 unsigned int pmc_evict_clean(struct pmemcache *pc, unsigned int want);
 
 /* io.c */
 int pmc_map(struct dm_target *ti, struct bio *bio);
+int pmc_end_io(struct dm_target *ti, struct bio *bio, blk_status_t *error);
 size_t pmc_read_front_pad(void);
 
 /* writeback.c */
@@ -164,6 +211,32 @@ void pmc_writeback_stop(struct pmemcache *pc);
 void pmc_writeback_start(struct pmemcache *pc);
 int pmc_writeback_all(struct pmemcache *pc);
 void pmc_writeback_check_watermark(struct pmemcache *pc);
+
+/* wb_select.c */
+#define PMC_SEL_PARTIAL	0x1	/* partial stripes may go too */
+#define PMC_SEL_AGED	0x2	/* only blocks of an older max_age epoch */
+int pmc_sweep_init(struct pmemcache *pc);
+void pmc_sweep_exit(struct pmemcache *pc);
+void pmc_sweep_reset(struct pmemcache *pc);
+u32 pmc_origin_stripe_blocks(struct pmemcache *pc);
+unsigned int pmc_wb_select(struct pmemcache *pc, struct pmc_wb_cand *out,
+			   unsigned int want, unsigned int sel);
+
+/* wb_rate.c */
+void pmc_rate_init(struct pmemcache *pc);
+u64 pmc_rate_update(struct pmemcache *pc);
+unsigned int pmc_rate_allow(struct pmemcache *pc, unsigned int want,
+			    unsigned long *delay);
+void pmc_rate_charge(struct pmemcache *pc, unsigned int n);
+
+static inline void pmc_note_foreground(struct pmemcache *pc)
+{
+	unsigned long now = jiffies;
+
+	/* Written only when it changes: the line stays shared. */
+	if (READ_ONCE(pc->rc.last_fg) != now)
+		WRITE_ONCE(pc->rc.last_fg, now);
+}
 
 /* recovery.c */
 int pmc_load_check(struct pmemcache *pc, char **error);

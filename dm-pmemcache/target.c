@@ -14,17 +14,76 @@
 
 #include "pmemcache.h"
 
-#define PMC_OPT_HIGH_WM		"high_watermark"
-#define PMC_OPT_LOW_WM		"low_watermark"
-#define PMC_OPT_WB_JOBS		"writeback_jobs"
-#define PMC_OPT_MAX_AGE		"max_age"
 #define PMC_OPT_WRITEBACK	"writeback"
 #define PMC_OPT_FLUSH_SUSPEND	"flush_on_suspend"
 #define PMC_OPT_CLEANER		"cleaner"
 #define PMC_OPT_FORMAT		"format"
 
-/* Words of all features together: 5 with a value, 3 without. */
-#define PMC_MAX_FEATURE_ARGS	13
+/*
+ * Features with a number.  All but max_age can also be changed with a
+ * message ("<name> <value>") while the cache runs.
+ */
+struct pmc_tunable {
+	const char *name;
+	unsigned int min, max;
+	size_t off;		/* of the unsigned int in struct pmemcache */
+	const char *error;
+	bool live;		/* may change by message */
+};
+
+#define PMC_TUNABLE(n, lo, hi, field, err, l) \
+	{ n, lo, hi, offsetof(struct pmemcache, field), err, l }
+
+static const struct pmc_tunable pmc_tunables[] = {
+	PMC_TUNABLE("high_watermark", 0, 100, high_wm,
+		    "Invalid high_watermark (0-100)", true),
+	PMC_TUNABLE("low_watermark", 0, 100, low_wm,
+		    "Invalid low_watermark (0-100)", true),
+	PMC_TUNABLE("writeback_jobs", 1, 65536, wb_jobs,
+		    "Invalid writeback_jobs (1-65536)", true),
+	PMC_TUNABLE("max_age", 1, 86400000, max_age_ms,
+		    "Invalid max_age (1-86400000 ms)", false),
+	PMC_TUNABLE("stripe_blocks", 0, PMC_MAX_STRIPE_BLOCKS, stripe_cfg,
+		    "Invalid stripe_blocks (0-4096)", true),
+	PMC_TUNABLE("full_wait", 0, 60000, full_wait_ms,
+		    "Invalid full_wait (0-60000 ms)", true),
+};
+
+/* Words of all features together: 7 with a value, 3 without. */
+#define PMC_MAX_FEATURE_ARGS	(2 * ARRAY_SIZE(pmc_tunables) + 2 + 3)
+
+static unsigned int *pmc_tunable_ptr(struct pmemcache *pc, unsigned int i)
+{
+	return (unsigned int *)((char *)pc + pmc_tunables[i].off);
+}
+
+static int pmc_tunable_find(const char *name)
+{
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(pmc_tunables); i++)
+		if (!strcasecmp(name, pmc_tunables[i].name))
+			return i;
+	return -1;
+}
+
+/* Parse and range-check the value of tunable @i; set it if valid. */
+static int pmc_tunable_set(struct pmemcache *pc, unsigned int i,
+			   const char *arg, char **error)
+{
+	const struct pmc_tunable *t = &pmc_tunables[i];
+	unsigned int v;
+	char dummy;
+
+	if (!arg || sscanf(arg, "%u%c", &v, &dummy) != 1 ||
+	    v < t->min || v > t->max) {
+		*error = (char *)t->error;
+		return -EINVAL;
+	}
+	WRITE_ONCE(*pmc_tunable_ptr(pc, i), v);
+	pc->tunables_set |= BIT(i);
+	return 0;
+}
 
 /*
  * pmem devices in use, so that two mapped devices cannot share one cache.
@@ -113,14 +172,10 @@ static int pmc_parse_features(struct pmemcache *pc, struct dm_arg_set *as,
 {
 	static const struct dm_arg _args[] = {
 		{0, PMC_MAX_FEATURE_ARGS, "Invalid number of feature arguments"},
-		{0, 100, "Invalid high_watermark (0-100)"},
-		{0, 100, "Invalid low_watermark (0-100)"},
-		{1, 65536, "Invalid writeback_jobs (1-65536)"},
-		{1, 86400000, "Invalid max_age (1-86400000 ms)"},
 	};
-	unsigned int argc, v;
+	unsigned int argc;
 	const char *name;
-	int r;
+	int r, t;
 
 	if (!as->argc)
 		return 0;
@@ -144,11 +199,8 @@ static int pmc_parse_features(struct pmemcache *pc, struct dm_arg_set *as,
 			pc->format = true;
 			continue;
 		}
-		if (strcasecmp(name, PMC_OPT_WRITEBACK) &&
-		    strcasecmp(name, PMC_OPT_HIGH_WM) &&
-		    strcasecmp(name, PMC_OPT_LOW_WM) &&
-		    strcasecmp(name, PMC_OPT_WB_JOBS) &&
-		    strcasecmp(name, PMC_OPT_MAX_AGE)) {
+		t = pmc_tunable_find(name);
+		if (t < 0 && strcasecmp(name, PMC_OPT_WRITEBACK)) {
 			*error = "Unrecognised feature argument";
 			return -EINVAL;
 		}
@@ -156,41 +208,24 @@ static int pmc_parse_features(struct pmemcache *pc, struct dm_arg_set *as,
 			*error = "Feature argument is missing its value";
 			return -EINVAL;
 		}
-		if (!strcasecmp(name, PMC_OPT_WRITEBACK)) {
-			const char *m = dm_shift_arg(as);
-
-			argc--;
-			if (!strcasecmp(m, "pfn")) {
-				pc->route = PMC_ROUTE_PFN;
-			} else if (!strcasecmp(m, "bounce")) {
-				pc->route = PMC_ROUTE_BOUNCE;
-			} else if (!strcasecmp(m, "auto")) {
-				pc->route = PMC_ROUTE_AUTO;
-			} else {
-				*error = "Invalid writeback mode (pfn, bounce or auto)";
-				return -EINVAL;
-			}
+		argc--;
+		if (t >= 0) {
+			r = pmc_tunable_set(pc, t, dm_shift_arg(as), error);
+			if (r)
+				return r;
 			continue;
 		}
-		if (!strcasecmp(name, PMC_OPT_HIGH_WM)) {
-			r = dm_read_arg(&_args[1], as, &v, error);
-			pc->high_wm = v;
-			pc->set_high_wm = true;
-		} else if (!strcasecmp(name, PMC_OPT_LOW_WM)) {
-			r = dm_read_arg(&_args[2], as, &v, error);
-			pc->low_wm = v;
-			pc->set_low_wm = true;
-		} else if (!strcasecmp(name, PMC_OPT_WB_JOBS)) {
-			r = dm_read_arg(&_args[3], as, &v, error);
-			pc->wb_jobs = v;
-			pc->set_wb_jobs = true;
+		name = dm_shift_arg(as);
+		if (!strcasecmp(name, "pfn")) {
+			pc->route = PMC_ROUTE_PFN;
+		} else if (!strcasecmp(name, "bounce")) {
+			pc->route = PMC_ROUTE_BOUNCE;
+		} else if (!strcasecmp(name, "auto")) {
+			pc->route = PMC_ROUTE_AUTO;
 		} else {
-			r = dm_read_arg(&_args[4], as, &v, error);
-			pc->max_age_ms = v;
-		}
-		if (r)
+			*error = "Invalid writeback mode (pfn, bounce or auto)";
 			return -EINVAL;
-		argc--;
+		}
 	}
 	if (pc->low_wm > pc->high_wm) {
 		*error = "low_watermark is above high_watermark";
@@ -243,6 +278,8 @@ static int pmc_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	pc->high_wm = PMC_DEF_HIGH_WM;
 	pc->low_wm = PMC_DEF_LOW_WM;
 	pc->wb_jobs = PMC_DEF_WB_JOBS;
+	pc->stripe_cfg = PMC_STRIPE_AUTO;
+	pc->full_wait_ms = PMC_DEF_FULL_WAIT_MS;
 	pc->route = PMC_ROUTE_AUTO;
 	spin_lock_init(&pc->free_lock);
 	init_waitqueue_head(&pc->free_wait);
@@ -317,6 +354,7 @@ static int pmc_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	for (i = 0; i < PMC_NR_STRIPES; i++) {
 		init_rwsem(&pc->stripes[i].lock);
 		atomic_set(&pc->stripes[i].pinned, 0);
+		atomic_set(&pc->stripes[i].around, 0);
 	}
 	r = bioset_init(&pc->read_bioset, BIO_POOL_SIZE, pmc_read_front_pad(), 0);
 	if (r) {
@@ -334,6 +372,7 @@ static int pmc_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 		goto bad;
 	ti->num_flush_bios = 1;
 	ti->flush_supported = true;
+	ti->per_io_data_size = sizeof(struct pmc_stripe *);
 	ti->num_discard_bios = 1;
 	ti->discards_supported = true;
 	return 0;
@@ -348,7 +387,7 @@ static void pmc_status(struct dm_target *ti, status_type_t type,
 {
 	struct pmemcache *pc = ti->private;
 	struct pmc_stats *s = &pc->st;
-	unsigned int sz = 0, nf;
+	unsigned int sz = 0, nf, i;
 	u64 n = pc->meta.n_blocks, ram10;
 	u64 dirty = atomic64_read(&pc->n_dirty);
 	u64 nfree = READ_ONCE(pc->idx.n_free);
@@ -372,29 +411,31 @@ static void pmc_status(struct dm_target *ti, status_type_t type,
 		DMEMIT("%lld %lld %lld ", atomic64_read(&s->wb_errors),
 		       atomic64_read(&s->wb_notsupp),
 		       atomic64_read(&s->media_errors));
-		DMEMIT("%llu.%llu %s %s", ram10 / 10, ram10 % 10,
+		DMEMIT("%llu.%llu %s %s ", ram10 / 10, ram10 % 10,
 		       pc->route == PMC_ROUTE_BOUNCE || !pc->pfn_capable ||
 		       READ_ONCE(pc->pfn_failed) ? "bounce" : "pfn",
 		       READ_ONCE(pc->cleaner) ? "cleaner" : "-");
+		DMEMIT("%llu %llu %u %lld %lld %lld %lld",
+		       READ_ONCE(pc->rc.rate), READ_ONCE(pc->rc.target),
+		       pc->stripe_blocks,
+		       atomic64_read(&s->wb_full_stripes),
+		       atomic64_read(&s->wb_flushes),
+		       atomic64_read(&s->full_waits),
+		       atomic64_read(&s->full_around));
 		break;
 	case STATUSTYPE_TABLE:
 		DMEMIT("%s %s %u", pc->origin->name, pc->pmem_dev->name,
 		       pc->block_size);
-		nf = (pc->set_high_wm ? 2 : 0) + (pc->set_low_wm ? 2 : 0) +
-		     (pc->set_wb_jobs ? 2 : 0) + (pc->max_age_ms ? 2 : 0) +
+		nf = 2 * hweight_long(pc->tunables_set) +
 		     (pc->route != PMC_ROUTE_AUTO ? 2 : 0) +
 		     pc->flush_on_suspend + READ_ONCE(pc->cleaner);
 		if (!nf)
 			break;
 		DMEMIT(" %u", nf);
-		if (pc->set_high_wm)
-			DMEMIT(" " PMC_OPT_HIGH_WM " %u", pc->high_wm);
-		if (pc->set_low_wm)
-			DMEMIT(" " PMC_OPT_LOW_WM " %u", pc->low_wm);
-		if (pc->set_wb_jobs)
-			DMEMIT(" " PMC_OPT_WB_JOBS " %u", pc->wb_jobs);
-		if (pc->max_age_ms)
-			DMEMIT(" " PMC_OPT_MAX_AGE " %u", pc->max_age_ms);
+		for (i = 0; i < ARRAY_SIZE(pmc_tunables); i++)
+			if (pc->tunables_set & BIT(i))
+				DMEMIT(" %s %u", pmc_tunables[i].name,
+				       READ_ONCE(*pmc_tunable_ptr(pc, i)));
 		if (pc->route != PMC_ROUTE_AUTO)
 			DMEMIT(" " PMC_OPT_WRITEBACK " %s", pmc_route_name(pc->route));
 		if (pc->flush_on_suspend)
@@ -427,6 +468,39 @@ static void pmc_clear_stats(struct pmemcache *pc)
 	atomic64_set(&s->wb_errors, 0);
 	atomic64_set(&s->wb_notsupp, 0);
 	atomic64_set(&s->media_errors, 0);
+	atomic64_set(&s->wb_full_stripes, 0);
+	atomic64_set(&s->wb_flushes, 0);
+	atomic64_set(&s->full_waits, 0);
+	atomic64_set(&s->full_around, 0);
+}
+
+/* "<tunable> <value>": change a feature while the cache runs. */
+static int pmc_message_tunable(struct pmemcache *pc, unsigned int argc,
+			       char **argv)
+{
+	unsigned int low = pc->low_wm, high = pc->high_wm;
+	int t = pmc_tunable_find(argv[0]);
+	char *error;
+
+	if (t < 0 || !pmc_tunables[t].live || argc != 2) {
+		DMERR("unrecognised message '%.32s' (%u words)", argv[0], argc);
+		return -EINVAL;
+	}
+	if (pmc_tunable_set(pc, t, argv[1], &error)) {
+		DMERR("message %s: %s", pmc_tunables[t].name, error);
+		return -EINVAL;
+	}
+	if (pc->low_wm > pc->high_wm) {
+		WRITE_ONCE(pc->low_wm, low);
+		WRITE_ONCE(pc->high_wm, high);
+		DMERR("message %s: low_watermark would be above high_watermark",
+		      pmc_tunables[t].name);
+		return -EINVAL;
+	}
+	if (t == pmc_tunable_find("stripe_blocks"))
+		DMINFO("stripe_blocks takes effect at the next resume");
+	pmc_writeback_kick(pc);
+	return 0;
 }
 
 static int pmc_message(struct dm_target *ti, unsigned int argc, char **argv,
@@ -434,8 +508,10 @@ static int pmc_message(struct dm_target *ti, unsigned int argc, char **argv,
 {
 	struct pmemcache *pc = ti->private;
 
+	if (argc == 2)
+		return pmc_message_tunable(pc, argc, argv);
 	if (argc != 1) {
-		DMERR("message takes exactly one word: flush, clear_stats, cleaner or nocleaner");
+		DMERR("messages: flush, clear_stats, cleaner, nocleaner, <feature> <value>");
 		return -EINVAL;
 	}
 	if (!strcasecmp(argv[0], "flush")) {
@@ -510,11 +586,12 @@ static void pmc_io_hints(struct dm_target *ti, struct queue_limits *limits)
 
 static struct target_type pmemcache_target = {
 	.name = "pmemcache",
-	.version = {1, 0, 0},
+	.version = {1, 1, 0},
 	.module = THIS_MODULE,
 	.ctr = pmc_ctr,
 	.dtr = pmc_dtr,
 	.map = pmc_map,
+	.end_io = pmc_end_io,
 	.status = pmc_status,
 	.message = pmc_message,
 	.postsuspend = pmc_postsuspend,

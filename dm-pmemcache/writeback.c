@@ -2,17 +2,20 @@
 /*
  * dm-pmemcache: writeback of dirty blocks to the origin.
  *
- * A pass picks dirty blocks (clock order), sorts them by origin block and
- * merges runs of adjacent whole blocks into one bio.  The bio points
- * straight at pmem (bio_add_pfn, no struct page) when the origin queue
- * takes page-less bios, or at DRAM bounce pages filled with
- * copy_mc_to_kernel otherwise (md raid5) and after a BLK_STS_NOTSUPP.
- * Every origin write is REQ_FUA; only after it completed is the record
- * marked CLEAN.  A failed write leaves the block dirty; it is counted and
- * retried after a delay.  Dirty data is never dropped.
+ * A pass takes dirty blocks from wb_select.c (sorted by origin block,
+ * whole parity stripes first) at the pace wb_rate.c allows, and merges
+ * runs of adjacent whole blocks into one bio.  The bio points straight at
+ * pmem (bio_add_pfn, no struct page) when the origin queue takes page-less
+ * bios, or at DRAM bounce pages filled with copy_mc_to_kernel otherwise
+ * (md raid5) and after a BLK_STS_NOTSUPP.
+ *
+ * Origin writes carry no FUA: the completion worker sends one flush to
+ * the origin for all the writes that completed since its last run, and
+ * only after that flush are their records marked CLEAN.  A failed write
+ * or flush leaves the blocks dirty; it is counted and retried after a
+ * delay.  Dirty data is never dropped.
  */
 #include <linux/blkdev.h>
-#include <linux/sort.h>
 #include <linux/highmem.h>
 
 #include "pmemcache.h"
@@ -51,44 +54,38 @@ void pmc_writeback_kick(struct pmemcache *pc)
 		mod_delayed_work(pc->wq, &pc->wb_work, 0);
 }
 
+/* Called after each new dirty block: start writeback above low_wm. */
 void pmc_writeback_check_watermark(struct pmemcache *pc)
 {
 	u64 d = atomic64_read(&pc->n_dirty);
 
-	if (!READ_ONCE(pc->wb_latched) &&
-	    d * 100 >= (u64)pc->high_wm * pc->meta.n_blocks) {
-		WRITE_ONCE(pc->wb_latched, true);
+	if (d * 100 > (u64)pc->low_wm * pc->meta.n_blocks &&
+	    !delayed_work_pending(&pc->wb_work))
 		pmc_writeback_kick(pc);
-	}
 }
 
-static bool pmc_wb_wanted(struct pmemcache *pc, bool *age_only)
-{
-	u64 d = atomic64_read(&pc->n_dirty);
+enum pmc_wb_mode { PMC_WB_IDLE, PMC_WB_AGE, PMC_WB_RATE, PMC_WB_FULL };
 
-	*age_only = false;
+/* What writeback should do now, and which blocks it may select. */
+static enum pmc_wb_mode pmc_wb_mode(struct pmemcache *pc, unsigned int *sel)
+{
+	u64 d = atomic64_read(&pc->n_dirty), n = pc->meta.n_blocks;
+
+	*sel = PMC_SEL_PARTIAL;
 	if (!d)
-		return false;
-	if (READ_ONCE(pc->wb_latched) &&
-	    d * 100 <= (u64)pc->low_wm * pc->meta.n_blocks)
-		WRITE_ONCE(pc->wb_latched, false);
+		return PMC_WB_IDLE;
 	if (READ_ONCE(pc->flush_all) || READ_ONCE(pc->cleaner) ||
-	    READ_ONCE(pc->starved) || READ_ONCE(pc->wb_latched))
-		return true;
+	    READ_ONCE(pc->starved) || d * 100 >= (u64)pc->high_wm * n)
+		return PMC_WB_FULL;
 	if (READ_ONCE(pc->age_pending)) {
-		*age_only = true;
-		return true;
+		*sel = PMC_SEL_PARTIAL | PMC_SEL_AGED;
+		return PMC_WB_AGE;
 	}
-	return false;
-}
-
-static int pmc_wb_cmp(const void *a, const void *b)
-{
-	const struct pmc_wb_item *x = a, *y = b;
-
-	if (x->oblock != y->oblock)
-		return x->oblock < y->oblock ? -1 : 1;
-	return 0;
+	if (d * 100 > (u64)pc->low_wm * n) {
+		*sel = 0;
+		return PMC_WB_RATE;
+	}
+	return PMC_WB_IDLE;
 }
 
 static void pmc_wb_io_put(struct pmc_wb_io *io)
@@ -120,7 +117,7 @@ static struct bio *pmc_wb_bio(struct pmemcache *pc, struct pmc_wb_io *io,
 	struct bio *bio;
 
 	bio = bio_alloc_bioset(pc->origin->bdev, nr_vecs,
-			       REQ_OP_WRITE | REQ_FUA | REQ_SYNC, GFP_NOIO,
+			       REQ_OP_WRITE | REQ_SYNC, GFP_NOIO,
 			       &pc->wb_bioset);
 	bio->bi_iter.bi_sector = sector;
 	bio->bi_end_io = pmc_wb_endio;
@@ -143,7 +140,7 @@ static bool pmc_wb_add(struct pmemcache *pc, struct pmc_wb_io *io,
  * Build and submit the bios of one group: a run of adjacent whole blocks
  * (one bio), or one partly valid block (one bio per run of valid sectors).
  */
-static void pmc_wb_submit(struct pmemcache *pc, struct pmc_wb_item *items,
+static void pmc_wb_submit(struct pmemcache *pc, const struct pmc_wb_cand *c,
 			  unsigned int n)
 {
 	struct pmc_wb_io *io;
@@ -157,13 +154,15 @@ static void pmc_wb_submit(struct pmemcache *pc, struct pmc_wb_item *items,
 	io->status = BLK_STS_OK;
 	io->pfn = pmc_wb_use_pfn(pc);
 	atomic_set(&io->pending, 1);
-	memcpy(io->items, items, n * sizeof(*items));
 	atomic_add(n, &pc->wb_inflight);
 
 	for (i = 0; i < n; i++) {
 		struct pmc_wb_item *it = &io->items[i];
 		void *dst;
 
+		it->oblock = pmc_slot_oblock(c[i].v);
+		it->slot = c[i].slot;
+		it->mask = pmc_slot_mask(c[i].v);
 		it->page = NULL;
 		if (io->pfn)
 			continue;
@@ -220,65 +219,35 @@ out:
 	pmc_wb_io_put(io);
 }
 
-/* One pass: pick, sort, merge, submit.  Returns the blocks submitted. */
-static unsigned int pmc_wb_pass(struct pmemcache *pc, bool age_only)
+/* One pass: select, merge, submit.  Returns the blocks submitted. */
+static unsigned int pmc_wb_pass(struct pmemcache *pc, unsigned int sel,
+				unsigned int budget)
 {
-	struct pmc_wb_item *items;
-	unsigned int want, n = 0, i, j;
-	u64 nb = pc->meta.n_blocks, scanned;
-	u32 cur = atomic_read(&pc->epoch) & 3;
+	struct pmc_wb_cand *c = pc->wb_cand;
+	unsigned int want, n, i, j;
 	int inflight = atomic_read(&pc->wb_inflight);
 
 	if (inflight >= pc->wb_jobs)
 		return 0;
-	want = min_t(unsigned int, pc->wb_jobs - inflight, PMC_MAX_WB_BATCH);
-	items = kmalloc_array(want, sizeof(*items), GFP_NOIO);
-	if (!items)
-		return 0;
-
-	for (scanned = 0; scanned < nb && n < want; scanned++) {
-		u32 s = pc->wb_hand++ % nb;
-		u64 v = READ_ONCE(pc->idx.slot[s]);
-		u32 f = pmc_slot_flags(v);
-		struct pmc_stripe *st;
-
-		if ((f & (PMC_SF_USED | PMC_SF_DIRTY)) !=
-		    (PMC_SF_USED | PMC_SF_DIRTY) ||
-		    (f & (PMC_SF_WB | PMC_SF_STALE | PMC_SF_WAITPREV)))
-			continue;
-		if (age_only && pmc_slot_epoch(v) == cur)
-			continue;
-		st = pmc_stripe_of(pc, pmc_slot_oblock(v));
-		down_write(&st->lock);
-		if (READ_ONCE(pc->idx.slot[s]) == v) {
-			pmc_meta_wb_start(&pc->idx, s);
-			items[n].oblock = pmc_slot_oblock(v);
-			items[n].slot = s;
-			items[n].mask = pmc_slot_mask(v);
-			items[n].page = NULL;
-			n++;
-		}
-		up_write(&st->lock);
-	}
+	want = min3(pc->wb_jobs - inflight, budget, (unsigned int)PMC_WB_PASS);
+	n = pmc_wb_select(pc, c, want, sel);
 	if (!n) {
-		kfree(items);
-		if (age_only)
+		if (sel & PMC_SEL_AGED)
 			WRITE_ONCE(pc->age_pending, false);
 		return 0;
 	}
 
-	sort(items, n, sizeof(*items), pmc_wb_cmp, NULL);
 	for (i = 0; i < n; i = j) {
 		j = i + 1;
-		if (items[i].mask == pmc_full_mask(pc)) {
+		if (pmc_slot_mask(c[i].v) == pmc_full_mask(pc)) {
 			while (j < n && j - i < BIO_MAX_VECS &&
-			       items[j].mask == pmc_full_mask(pc) &&
-			       items[j].oblock == items[j - 1].oblock + 1)
+			       pmc_slot_mask(c[j].v) == pmc_full_mask(pc) &&
+			       pmc_slot_oblock(c[j].v) ==
+			       pmc_slot_oblock(c[j - 1].v) + 1)
 				j++;
 		}
-		pmc_wb_submit(pc, &items[i], j - i);
+		pmc_wb_submit(pc, &c[i], j - i);
 	}
-	kfree(items);
 	return n;
 }
 
@@ -286,18 +255,63 @@ static void pmc_wb_work(struct work_struct *work)
 {
 	struct pmemcache *pc = container_of(to_delayed_work(work),
 					    struct pmemcache, wb_work);
+	unsigned long delay = 0;
 	struct blk_plug plug;
-	bool age_only;
+	enum pmc_wb_mode mode;
+	unsigned int sel, budget, n;
 
 	if (READ_ONCE(pc->suspended))
 		return;
 	blk_start_plug(&plug);
-	while (pmc_wb_wanted(pc, &age_only)) {
-		if (!pmc_wb_pass(pc, age_only))
+	while ((mode = pmc_wb_mode(pc, &sel)) != PMC_WB_IDLE) {
+		budget = PMC_WB_PASS;
+		if (mode == PMC_WB_RATE && pmc_rate_update(pc)) {
+			budget = pmc_rate_allow(pc, budget, &delay);
+			if (!budget)
+				break;
+		}
+		n = pmc_wb_pass(pc, sel, budget);
+		if (mode == PMC_WB_RATE)
+			pmc_rate_charge(pc, n);
+		if (!n) {
+			/* Aged blocks done: the watermarks may want more. */
+			if (mode == PMC_WB_AGE && !READ_ONCE(pc->age_pending))
+				continue;
+			/* Only partial stripes left: look again later. */
+			if (mode == PMC_WB_RATE && !atomic_read(&pc->wb_inflight))
+				delay = HZ;
 			break;
+		}
 		cond_resched();
 	}
+	if (mode != PMC_WB_RATE)
+		WRITE_ONCE(pc->rc.rate, 0);
 	blk_finish_plug(&plug);
+	if (delay && !READ_ONCE(pc->suspended))
+		queue_delayed_work(pc->wq, &pc->wb_work, delay);
+}
+
+/*
+ * Make the completed writes durable on the origin with one flush.  If it
+ * fails, the writes count as failed: their blocks stay dirty.
+ */
+static void pmc_wb_flush_origin(struct pmemcache *pc, struct list_head *list)
+{
+	struct pmc_wb_io *io;
+	bool any = false;
+	int r;
+
+	list_for_each_entry(io, list, list)
+		any |= io->status == BLK_STS_OK;
+	if (!any)
+		return;
+	r = blkdev_issue_flush(pc->origin->bdev);
+	atomic64_inc(&pc->st.wb_flushes);
+	if (!r)
+		return;
+	list_for_each_entry(io, list, list)
+		if (io->status == BLK_STS_OK)
+			io->status = errno_to_blk_status(r);
 }
 
 static void pmc_wb_endio_work(struct work_struct *work)
@@ -312,6 +326,7 @@ static void pmc_wb_endio_work(struct work_struct *work)
 	spin_lock_irq(&pc->endio_lock);
 	list_splice_init(&pc->endio_list, &list);
 	spin_unlock_irq(&pc->endio_lock);
+	pmc_wb_flush_origin(pc, &list);
 
 	list_for_each_entry_safe(io, tmp, &list, list) {
 		bool ok = io->status == BLK_STS_OK;
@@ -437,6 +452,10 @@ void pmc_writeback_stop(struct pmemcache *pc)
 void pmc_writeback_start(struct pmemcache *pc)
 {
 	pc->pfn_capable = pmc_origin_takes_pfn(pc);
+	pc->stripe_blocks = pc->stripe_cfg == PMC_STRIPE_AUTO ?
+			    pmc_origin_stripe_blocks(pc) : pc->stripe_cfg;
+	pmc_sweep_reset(pc);
+	pmc_rate_init(pc);
 	WRITE_ONCE(pc->pfn_failed, false);
 	WRITE_ONCE(pc->suspended, false);
 	if (pc->max_age_ms)
@@ -465,6 +484,13 @@ int pmc_writeback_init(struct pmemcache *pc)
 	r = bioset_init(&pc->wb_bioset, BIO_POOL_SIZE, 0, BIOSET_NEED_BVECS);
 	if (r)
 		return r;
+	pc->wb_cand = kmalloc_array(PMC_WB_PASS, sizeof(*pc->wb_cand),
+				    GFP_KERNEL);
+	if (!pc->wb_cand)
+		return -ENOMEM;
+	r = pmc_sweep_init(pc);
+	if (r)
+		return r;
 	pc->page_pool = mempool_create_page_pool(BIO_MAX_VECS, 0);
 	if (!pc->page_pool)
 		return -ENOMEM;
@@ -478,5 +504,8 @@ void pmc_writeback_exit(struct pmemcache *pc)
 	pc->wq = NULL;
 	mempool_destroy(pc->page_pool);
 	pc->page_pool = NULL;
+	kfree(pc->wb_cand);
+	pc->wb_cand = NULL;
+	pmc_sweep_exit(pc);
 	bioset_exit(&pc->wb_bioset);
 }

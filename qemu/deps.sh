@@ -7,7 +7,7 @@ pkgs=(
 	qemu-system-x86 qemu-utils
 	dmsetup libdevmapper-dev mdadm fio ndctl busybox-static lvm2
 	libjson-c-dev pkg-config valgrind
-	python3-pytest python3-matplotlib python3-git
+	python3-pytest python3-pytest-xdist python3-matplotlib python3-git
 	bcache-tools
 )
 missing=()

@@ -13,6 +13,8 @@ import subprocess
 
 import pytest
 
+from vm import build
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 HOST = os.path.join(HERE, "host")
 BIN = os.path.join(HOST, "crash_model")
@@ -31,7 +33,8 @@ BROKEN_ARGS = {"waitprev": ["--ops", "600", "--seed", "2"]}
 
 @pytest.fixture(scope="module")
 def crash_model():
-    subprocess.run(["make", "-s", "-C", HOST, "crash_model"], check=True)
+    p = build(["make", "-s", "-C", HOST, "crash_model"])
+    assert p.returncode == 0, p.stdout + p.stderr
     return BIN
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 import test_target_powercut as tp
-from vm import KBUILD
+from vm import KBUILD, build
 
 REPO = Path(__file__).resolve().parent.parent
 US = REPO / "userspace"
@@ -41,8 +41,7 @@ PMEM_BYTES = 2 << 20
 
 @pytest.fixture(scope="module")
 def tool():
-    p = subprocess.run(["make", "-C", str(US), "pmemcachectl", "tests/mkimage",
-                        "tests/unit_test"], capture_output=True, text=True)
+    p = build(["make", "-C", str(US), "pmemcachectl", "tests/mkimage", "tests/unit_test"])
     assert p.returncode == 0, p.stdout + p.stderr
     assert "warning:" not in p.stderr, p.stderr
     return str(TOOL)
@@ -108,7 +107,7 @@ def images(tool, tmp_path):
 # ---------------------------------------------------------------- host --
 
 def test_builds_warning_free_and_unit_tests_pass(tool):
-    p = subprocess.run(["make", "-C", str(US), "test"], capture_output=True, text=True)
+    p = build(["make", "-C", str(US), "test"])
     assert p.returncode == 0, p.stdout + p.stderr
     assert re.search(r"^\d+ cases, 0 failed$", p.stdout, re.M), p.stdout
 
@@ -381,7 +380,8 @@ def test_drain_refuses_another_origin(tool, tmp_path):
     assert p.returncode in (USAGE, MISMATCH)
 
 
-STATUS = "0 2097152 pmemcache 65536 100 65000 436 50 2 10 7 200 0 3 9 0 0 150 614400 0 0 0 12.1 bounce -"
+STATUS = ("0 2097152 pmemcache 65536 100 65000 436 50 2 10 7 200 0 3 9 0 0 150 614400 0 0 0 "
+          "12.1 bounce - 0 29491 48 2 5 1 0")
 TABLE = "0 2097152 pmemcache 9:0 259:0 4096 4 high_watermark 60 low_watermark 40"
 
 STATUS_KEYS = {
@@ -396,6 +396,8 @@ STATUS_KEYS = {
     "writeback_bytes": int, "writeback_rate_bytes_per_sec": (float, int, type(None)),
     "wb_errors": int, "wb_notsupp": int, "media_errors": int, "errors": int,
     "ram_bytes_per_block": float, "ram_bytes": int, "route": str, "mode": str,
+    "wb_rate_blocks_per_sec": int, "wb_target_dirty": int, "stripe_blocks": int,
+    "wb_full_stripes": int, "wb_flushes": int, "full_waits": int, "full_around": int,
 }
 
 
@@ -421,6 +423,8 @@ def test_status_json_schema_from_a_captured_line(tool):
     assert j["route"] == "bounce" and j["mode"] == "normal"
     assert j["ram_bytes"] == round(12.1 * 65536)
     assert j["writeback_rate_bytes_per_sec"] is None
+    assert j["wb_target_dirty"] == 29491 and j["stripe_blocks"] == 48
+    assert j["wb_full_stripes"] == 2 and j["wb_flushes"] == 5 and j["full_waits"] == 1
 
 
 def test_status_rejects_a_line_of_another_layout(tool):
@@ -480,9 +484,7 @@ def _vm_setup():
     import test_target
     if not (KBUILD / "Module.symvers").exists():
         pytest.skip("no kernel build at %s" % KBUILD)
-    p = subprocess.run(["make", "-s", "-C", str(test_target.KSRC), "O=%s" % KBUILD,
-                        "CC=ccache gcc", "M=%s" % test_target.MOD, "W=1", "modules"],
-                       capture_output=True, text=True)
+    p = test_target.build_module()
     assert p.returncode == 0, p.stderr
     return test_target
 

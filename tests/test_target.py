@@ -11,12 +11,11 @@ and expect bounce writeback everywhere.
 """
 import os
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from vm import KBUILD, KCACHE, REPO
+from vm import KBUILD, KCACHE, REPO, build
 
 KSRC = Path(os.environ.get("KSRC", KCACHE / "linux"))
 MOD = REPO / "dm-pmemcache"
@@ -38,13 +37,16 @@ STATUS_FIELDS = [
     "read_misses", "write_hits", "write_new", "write_around", "discards",
     "flushes", "wb_pfn_blocks", "wb_pfn_bytes", "wb_bounce_blocks",
     "wb_bounce_bytes", "wb_errors", "wb_notsupp", "media_errors",
-    "ram_bytes_per_block", "route", "mode",
+    "ram_bytes_per_block", "route", "mode", "wb_rate", "wb_target",
+    "stripe_blocks", "wb_full_stripes", "wb_flushes", "full_waits",
+    "full_around",
 ]
 
 
 def parse_status(line):
     words = line.split()
     assert words[2] == "pmemcache", line
+    assert len(words) == 3 + len(STATUS_FIELDS), line
     vals = dict(zip(STATUS_FIELDS, words[3:]))
     for k, v in vals.items():
         if k not in ("route", "mode", "ram_bytes_per_block"):
@@ -53,14 +55,17 @@ def parse_status(line):
     return vals
 
 
+def build_module():
+    return build(["make", "-s", "-C", str(KSRC), "O=%s" % KBUILD, "CC=ccache gcc",
+                  "M=%s" % MOD, "W=1", "modules"])
+
+
 @pytest.fixture(scope="module", autouse=True)
 def pmemcache_module():
     """Build dm-pmemcache.ko against the product kernel (W=1)."""
     if not (KBUILD / "Module.symvers").exists():
         pytest.skip("no kernel build at %s" % KBUILD)
-    proc = subprocess.run(["make", "-s", "-C", str(KSRC), "O=%s" % KBUILD,
-                           "CC=ccache gcc", "M=%s" % MOD, "W=1", "modules"],
-                          capture_output=True, text=True)
+    proc = build_module()
     assert proc.returncode == 0, proc.stderr
     assert "warning:" not in proc.stderr, proc.stderr
     assert (MOD / "dm-pmemcache.ko").exists()

@@ -5,6 +5,7 @@ exit status between markers (qemu/guest-init.sh); this module parses them
 and fails on any kernel report (BUG, WARNING, KASAN, lockdep, kmemleak,
 DMA-API), whether or not the script itself succeeded.
 """
+import fcntl
 import os
 import re
 import signal
@@ -32,6 +33,14 @@ KERNEL_REPORTS = re.compile(
 
 EXIT_TIMEOUT = 124
 EXIT_CRASH = 125
+
+
+def build(cmd):
+    """Run a build command under a lock of this checkout: tests may run in
+    parallel workers (pytest -n) that build the same folders."""
+    with open(REPO / ".build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return subprocess.run(cmd, capture_output=True, text=True)
 
 
 def guest_files():

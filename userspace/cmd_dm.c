@@ -641,6 +641,20 @@ static void status_human(const char *name, const struct sample *s,
 		human_bytes(rate, rb, sizeof(rb));
 		printf("  %-18s %s/s\n", "writeback rate", rb);
 	}
+	if (st->wb_rate)
+		printf("  %-18s %llu blocks/s towards %llu dirty\n", "rate limit",
+		       (unsigned long long)st->wb_rate,
+		       (unsigned long long)st->wb_target);
+	else
+		printf("  %-18s none (idle, flushing, or above the high watermark)\n",
+		       "rate limit");
+	printf("  %-18s %llu blocks, %llu whole stripes written, %llu origin flushes\n",
+	       "stripe", (unsigned long long)st->stripe_blocks,
+	       (unsigned long long)st->wb_full_stripes,
+	       (unsigned long long)st->wb_flushes);
+	printf("  %-18s %llu waits, %llu went around\n", "cache full",
+	       (unsigned long long)st->full_waits,
+	       (unsigned long long)st->full_around);
 	printf("  %-18s %llu writeback, %llu media, %llu pfn refused\n", "errors",
 	       (unsigned long long)st->wb_errors, (unsigned long long)st->media_errors,
 	       (unsigned long long)st->wb_notsupp);

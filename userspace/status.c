@@ -23,20 +23,29 @@ int pmc_split_dm_line(const char *line, uint64_t *start, uint64_t *len,
 int pmc_status_parse(const char *params, struct pmc_status *s)
 {
 	char ram[32], route[16], mode[16], extra[2];
-	unsigned long long int v[19];
+	unsigned long long int v[19], w[7];
 	char *end;
 	int n;
 
 	memset(s, 0, sizeof(*s));
 	n = sscanf(params,
 		   "%llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu "
-		   "%llu %llu %llu %llu %llu %llu %llu %31s %15s %15s %1s",
+		   "%llu %llu %llu %llu %llu %llu %llu %31s %15s %15s "
+		   "%llu %llu %llu %llu %llu %llu %llu %1s",
 		   &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8],
 		   &v[9], &v[10], &v[11], &v[12], &v[13], &v[14], &v[15], &v[16],
-		   &v[17], &v[18], ram, route, mode, extra);
-	/* Exactly 22 fields: a changed layout must fail, not misparse. */
-	if (n != 22)
+		   &v[17], &v[18], ram, route, mode,
+		   &w[0], &w[1], &w[2], &w[3], &w[4], &w[5], &w[6], extra);
+	/* Exactly 29 fields: a changed layout must fail, not misparse. */
+	if (n != 29)
 		return -1;
+	s->wb_rate = w[0];
+	s->wb_target = w[1];
+	s->stripe_blocks = w[2];
+	s->wb_full_stripes = w[3];
+	s->wb_flushes = w[4];
+	s->full_waits = w[5];
+	s->full_around = w[6];
 	s->blocks = v[0];
 	s->dirty = v[1];
 	s->free = v[2];
@@ -136,6 +145,13 @@ json_object *pmc_status_json(const char *name, uint64_t len_sectors,
 	/* The target rounds bytes per block up to 0.1: an upper bound. */
 	ADD(j, "ram_bytes", U64((uint64_t)(s->ram_bytes_per_block * (double)s->blocks + 0.5)));
 	ADD(j, "route", json_object_new_string(s->route));
+	ADD(j, "wb_rate_blocks_per_sec", U64(s->wb_rate));
+	ADD(j, "wb_target_dirty", U64(s->wb_target));
+	ADD(j, "stripe_blocks", U64(s->stripe_blocks));
+	ADD(j, "wb_full_stripes", U64(s->wb_full_stripes));
+	ADD(j, "wb_flushes", U64(s->wb_flushes));
+	ADD(j, "full_waits", U64(s->full_waits));
+	ADD(j, "full_around", U64(s->full_around));
 	ADD(j, "mode", json_object_new_string(s->cleaner ? "cleaner" : "normal"));
 	return j;
 }

@@ -23,6 +23,10 @@ struct pmc_status {
 	double ram_bytes_per_block;
 	char route[16];		/* "pfn" | "bounce" */
 	bool cleaner;
+	uint64_t wb_rate;	/* blocks/s between the watermarks; 0: no limit */
+	uint64_t wb_target;	/* dirty blocks the rate controller aims at */
+	uint64_t stripe_blocks, wb_full_stripes, wb_flushes;
+	uint64_t full_waits, full_around;
 };
 
 struct pmc_table {

@@ -1,0 +1,166 @@
+"""Writeback that keeps up with the RAID (issue #5): whole parity stripes
+first, a rate controller between the watermarks, a cache that is full
+but never fails a write, and flushes that always finish.
+
+Every scenario checks the data on the origin afterwards (fio verify)."""
+from test_target import parse_status, pmemcache_module, run  # noqa: F401
+
+# md raid5 over 4 disks with 64 KiB chunks: a stripe is 3 x 64 KiB, i.e.
+# 48 blocks of 4 KiB.  24 MiB is exactly 128 stripes.
+STRIPE = 48
+FULL = "--rw=randwrite --bs=4k --size=24m --offset=0"
+# 10 blocks inside one stripe that FULL does not touch
+PARTIAL = "--rw=write --bs=4k --size=40k --offset=%d" % (200 * STRIPE * 4096)
+AGAIN = "--rw=randwrite --bs=4k --size=24m --offset=48m"
+
+SAMPLE = r"""
+# sample_dirty KEY: print the dirty count twice a second until stopped
+sample_dirty() {
+	while :; do
+		echo "$1=$(dmsetup status pc | awk '{print $5, $26}')"
+		sleep 0.5
+	done
+}
+uptime_cs() { awk '{printf "%d\n", $1 * 100}' /proc/uptime; }
+"""
+
+
+def test_whole_stripes_first_partial_stripes_wait(vm):
+    res = run(vm, """
+pmc_init
+md_make md0 raid5 4 a
+echo "IO_OPT=$(cat /sys/block/md0/queue/optimal_io_size)"
+# low_watermark 0: the rate controller runs whenever anything is dirty,
+# and then writes only whole stripes.
+dm_create pc "$(pmc_table md0 '4 high_watermark 100 low_watermark 0')" || die create
+fio_job full /dev/mapper/pc %(full)s
+fio_job partial /dev/mapper/pc %(partial)s
+n=0
+while [ $n -lt 120 ]; do
+	[ "$(dmsetup status pc | awk '{print $5}')" -le 10 ] && break
+	sleep 0.5
+	n=$((n + 1))
+done
+sleep 2
+status 1
+dmsetup message pc 0 flush || die flush
+status 2
+dmsetup message pc 0 low_watermark 101 && die "low_watermark 101 accepted"
+dmsetup message pc 0 high_watermark 100 || die "high_watermark by message"
+dmsetup remove pc
+fio_check full /dev/md0 %(full)s
+fio_check partial /dev/md0 %(partial)s
+
+# The same with stripe awareness off: no whole stripes are counted.
+dm_create pc "$(pmc_table md0 '6 high_watermark 100 low_watermark 100 stripe_blocks 0')" || die create
+fio_job again /dev/mapper/pc %(again)s
+dmsetup message pc 0 flush || die flush
+status 3
+dmsetup remove pc
+fio_check again /dev/md0 %(again)s
+""" % dict(full=FULL, partial=PARTIAL, again=AGAIN))
+    assert int(res.value("IO_OPT")) == STRIPE * 4096
+    s1, s2, s3 = (parse_status(res.value("STATUS%d" % i)) for i in (1, 2, 3))
+    assert s1["stripe_blocks"] == STRIPE
+    # all 128 stripes went as whole stripes; the partial one waited
+    assert s1["wb_full_stripes"] == 128, s1
+    assert s1["dirty"] == 10, s1
+    assert s2["dirty"] == 0 and s2["wb_errors"] == 0
+    assert s2["wb_bounce_blocks"] == 128 * STRIPE + 10
+    # one origin flush covers many writes (no FUA per write)
+    assert 0 < s2["wb_flushes"] < 128
+    assert s3["stripe_blocks"] == 0 and s3["wb_full_stripes"] == 0
+    assert s3["dirty"] == 0 and s3["wb_bounce_blocks"] == 6144
+    assert res.values("VERIFY_OK") == ["full", "partial", "again"]
+
+
+def test_rate_controller_yields_to_foreground_then_drains(vm):
+    """raid1 origin, dirty between the watermarks: while a reader keeps the
+    cache busy the controller shows a limited rate aimed at low_watermark;
+    once the cache is idle writeback runs unlimited down to it."""
+    fill = "--rw=randwrite --bs=4k --size=64m --offset=0"
+    res = run(vm, """
+pmc_init
+md_make md0 raid1 2 a
+dm_create pc "$(pmc_table md0 '4 high_watermark 90 low_watermark 1')" || die create
+# a reader that never pauses: the cache is never idle while it runs
+fio --name=fg --filename=/dev/mapper/pc --direct=1 --rw=randread --bs=4k \
+	--size=64m --offset=256m --time_based --runtime=300 > /dev/null 2>&1 &
+fg=$!
+sleep 2
+fio --name=fill --filename=/dev/mapper/pc --direct=1 --ioengine=psync \
+	--verify=crc32c --do_verify=0 %(fill)s > /dev/null 2>&1 || die fill
+status 1
+i=0
+while [ $i -lt 8 ]; do
+	echo "BUSY=$(dmsetup status pc | awk '{print $5, $26, $27}')"
+	sleep 0.5
+	i=$((i + 1))
+done
+kill $fg
+wait $fg || true
+n=0
+while [ $n -lt 120 ]; do
+	set -- $(dmsetup status pc | awk '{print $5, $27}')
+	[ "$1" -le "$2" ] && break
+	sleep 0.5
+	n=$((n + 1))
+done
+status 2
+dmsetup message pc 0 flush || die flush
+dmsetup remove pc
+fio_check fill /dev/md0 %(fill)s
+""" % dict(fill=fill))
+    s1, s2 = (parse_status(res.value("STATUS%d" % i)) for i in (1, 2))
+    target = s1["blocks"] * 1 // 100
+    busy = [tuple(map(int, v.split())) for v in res.values("BUSY")]
+    assert len(busy) == 8, res.tail()
+    # while the reader runs: a finite rate aimed at low_watermark, and
+    # dirty blocks going down but still far above it
+    assert all(rate > 0 and tgt == target for _, rate, tgt in busy), busy
+    assert busy[-1][0] < busy[0][0], "no writeback while busy: %s" % busy
+    assert busy[-1][0] > 2 * target, "drained despite foreground I/O: %s" % busy
+    # idle: drained to the target, without a flush
+    assert s2["dirty"] <= target and s2["wb_errors"] == 0
+    assert res.values("VERIFY_OK") == ["fill"]
+
+
+def test_full_cache_never_fails_a_write_and_flush_shows_progress(vm):
+    """A 64 MiB cache, writes of twice that over a throttled raid5: writers
+    wait, then go around the cache; nothing fails and every byte is on the
+    origin.  A flush of the dirty cache shows its progress; a flush of a
+    clean one returns at once."""
+    job = ("--rw=randwrite --bs=4k --size=128m --offset=0 --ioengine=libaio "
+           "--iodepth=16")
+    res = run(vm, SAMPLE + """
+pmc_init
+md_make md0 raid5 4 a
+# no writeback before the cache is full
+dm_create pc "$(pmc_table md0 '6 high_watermark 100 low_watermark 100 full_wait 1')" || die create
+fio_job full /dev/mapper/pc %(job)s
+status 1
+sample_dirty PROGRESS &
+sampler=$!
+dmsetup message pc 0 flush || die flush
+kill $sampler
+status 2
+t0=$(uptime_cs)
+dmsetup message pc 0 flush || die "clean flush"
+echo "CLEAN_FLUSH_CS=$(( $(uptime_cs) - t0 ))"
+status 3
+dmsetup remove pc
+fio_check full /dev/md0 %(job)s
+""" % dict(job=job), pmem_size=64, throttle="800:80M")
+    s1, s2, s3 = (parse_status(res.value("STATUS%d" % i)) for i in (1, 2, 3))
+    assert s1["full_waits"] > 0 and s1["full_around"] > 0, s1
+    assert s1["write_around"] >= s1["full_around"]
+    assert s1["wb_errors"] == 0 and s1["media_errors"] == 0
+    progress = [int(v.split()[0]) for v in res.values("PROGRESS")]
+    assert len(set(progress)) >= 3, progress
+    assert progress == sorted(progress, reverse=True), progress
+    assert s2["dirty"] == 0
+    # a clean flush does no writeback and no origin flush
+    assert s3["wb_flushes"] == s2["wb_flushes"]
+    assert s3["wb_bounce_blocks"] == s2["wb_bounce_blocks"]
+    print("clean flush: %d cs" % int(res.value("CLEAN_FLUSH_CS")))
+    assert res.values("VERIFY_OK") == ["full"]
