@@ -324,6 +324,26 @@ int pmc_end_io(struct dm_target *ti, struct bio *bio, blk_status_t *error)
 	return DM_ENDIO_DONE;
 }
 
+/*
+ * seq_bypass: is @bio part of a sequential run of writes that is now at
+ * least seq_bypass KiB long?  Like bcache's sequential_cutoff, for one
+ * stream: interleaved streams reset each other and simply stay cached.
+ * Racy updates only make the guess worse, never the data wrong.
+ */
+static bool pmc_sequential(struct pmemcache *pc, struct bio *bio)
+{
+	unsigned int kb = READ_ONCE(pc->seq_bypass_kb);
+	u64 run = bio_sectors(bio);
+
+	if (!kb)
+		return false;
+	if (READ_ONCE(pc->seq_next) == bio->bi_iter.bi_sector)
+		run += READ_ONCE(pc->seq_run);
+	WRITE_ONCE(pc->seq_run, run);
+	WRITE_ONCE(pc->seq_next, bio_end_sector(bio));
+	return run >= (u64)kb << 1;
+}
+
 static int pmc_map_write(struct pmemcache *pc, struct bio *bio)
 {
 	u64 oblock = pmc_sector_to_block(pc, bio->bi_iter.bi_sector);
@@ -334,8 +354,9 @@ static int pmc_map_write(struct pmemcache *pc, struct bio *bio)
 	u64 ov;
 	int r;
 
-	/* cleaner: no new blocks. */
-	if (READ_ONCE(pc->cleaner) && pmc_write_around(pc, bio, oblock, st))
+	/* cleaner: no new blocks; seq_bypass: not for long sequential runs. */
+	if ((READ_ONCE(pc->cleaner) || pmc_sequential(pc, bio)) &&
+	    pmc_write_around(pc, bio, oblock, st))
 		return DM_MAPIO_REMAPPED;
 
 	/*

@@ -120,6 +120,7 @@ struct pmemcache {
 	unsigned int max_age_ms;
 	unsigned int stripe_cfg;	/* stripe_blocks feature or AUTO */
 	unsigned int full_wait_ms;	/* cache full: wait, then go around */
+	unsigned int seq_bypass_kb;	/* 0: off */
 	enum pmc_route route;
 	bool flush_on_suspend;
 	bool cleaner;
@@ -130,6 +131,8 @@ struct pmemcache {
 	unsigned long tunables_set;	/* features given: shown in the table */
 
 	/* state */
+	sector_t seq_next;	/* where the current sequential run continues */
+	u64 seq_run;		/* its length in sectors */
 	atomic64_t n_dirty;
 	atomic64_t epoch_dirty[4];
 	atomic_t epoch;

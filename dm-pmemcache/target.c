@@ -47,9 +47,11 @@ static const struct pmc_tunable pmc_tunables[] = {
 		    "Invalid stripe_blocks (0-4096)", true),
 	PMC_TUNABLE("full_wait", 0, 60000, full_wait_ms,
 		    "Invalid full_wait (0-60000 ms)", true),
+	PMC_TUNABLE("seq_bypass", 0, 1048576, seq_bypass_kb,
+		    "Invalid seq_bypass (0-1048576 KiB)", true),
 };
 
-/* Words of all features together: 7 with a value, 3 without. */
+/* Words of all features together: 8 with a value, 3 without. */
 #define PMC_MAX_FEATURE_ARGS	(2 * ARRAY_SIZE(pmc_tunables) + 2 + 3)
 
 static unsigned int *pmc_tunable_ptr(struct pmemcache *pc, unsigned int i)

@@ -25,7 +25,7 @@ def test_md_raid_passes_fio_verify(vm, level, disks):
 make_md %s %d
 echo "LEVEL=$(cat /sys/block/md0/md/level)"
 echo "DEGRADED=$(cat /sys/block/md0/md/degraded)"
-fio_verify /dev/md0 --rw=randwrite --bs=4k --size=64m --numjobs=1 \\
+fio_verify /dev/md0 --rw=randwrite --bs=4k --size=16m --numjobs=1 \\
 	--output-format=json --output=/tmp/fio.json
 echo "FIO=$(tr -d '\\n' < /tmp/fio.json)"
 """ % (level, disks))
@@ -33,6 +33,6 @@ echo "FIO=$(tr -d '\\n' < /tmp/fio.json)"
     assert res.value("DEGRADED") == "0"
     job = json.loads(res.value("FIO"))["jobs"][0]
     assert job["error"] == 0
-    assert job["write"]["io_bytes"] == 64 << 20
+    assert job["write"]["io_bytes"] == 16 << 20
     # the verify phase read everything back and compared checksums
-    assert job["read"]["io_bytes"] == 64 << 20
+    assert job["read"]["io_bytes"] == 16 << 20

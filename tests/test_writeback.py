@@ -12,6 +12,7 @@ FULL = "--rw=randwrite --bs=4k --size=24m --offset=0"
 # 10 blocks inside one stripe that FULL does not touch
 PARTIAL = "--rw=write --bs=4k --size=40k --offset=%d" % (200 * STRIPE * 4096)
 AGAIN = "--rw=randwrite --bs=4k --size=24m --offset=48m"
+SEQ = "--rw=write --bs=1m --size=4m --offset=80m"
 
 SAMPLE = r"""
 # sample_dirty KEY: print the dirty count twice a second until stopped
@@ -51,6 +52,16 @@ dmsetup remove pc
 fio_check full /dev/md0 %(full)s
 fio_check partial /dev/md0 %(partial)s
 
+# seq_bypass: 4 MiB written sequentially goes around after 256 KiB; a
+# random 4 KiB write is still cached.
+dm_create pc "$(pmc_table md0 '6 high_watermark 100 low_watermark 100 seq_bypass 256')" || die create
+fio_job seq /dev/mapper/pc %(seq)s
+fio_job one /dev/mapper/pc --rw=randwrite --bs=4k --size=4k --offset=100m
+status 4
+dmsetup message pc 0 flush || die flush
+dmsetup remove pc
+fio_check seq /dev/md0 %(seq)s
+
 # The same with stripe awareness off: no whole stripes are counted.
 dm_create pc "$(pmc_table md0 '6 high_watermark 100 low_watermark 100 stripe_blocks 0')" || die create
 fio_job again /dev/mapper/pc %(again)s
@@ -58,9 +69,9 @@ dmsetup message pc 0 flush || die flush
 status 3
 dmsetup remove pc
 fio_check again /dev/md0 %(again)s
-""" % dict(full=FULL, partial=PARTIAL, again=AGAIN))
+""" % dict(full=FULL, partial=PARTIAL, again=AGAIN, seq=SEQ))
     assert int(res.value("IO_OPT")) == STRIPE * 4096
-    s1, s2, s3 = (parse_status(res.value("STATUS%d" % i)) for i in (1, 2, 3))
+    s1, s2, s3, s4 = (parse_status(res.value("STATUS%d" % i)) for i in (1, 2, 3, 4))
     assert s1["stripe_blocks"] == STRIPE
     # all 128 stripes went as whole stripes; the partial one waited
     assert s1["wb_full_stripes"] == 128, s1
@@ -71,7 +82,10 @@ fio_check again /dev/md0 %(again)s
     assert 0 < s2["wb_flushes"] < 128
     assert s3["stripe_blocks"] == 0 and s3["wb_full_stripes"] == 0
     assert s3["dirty"] == 0 and s3["wb_bounce_blocks"] == 6144
-    assert res.values("VERIFY_OK") == ["full", "partial", "again"]
+    # 1024 blocks in 1 MiB bios: the run reaches 256 KiB at block 64;
+    # the 63 before it and the random write are cached
+    assert s4["write_around"] == 1024 - 63 and s4["write_new"] == 63 + 1, s4
+    assert res.values("VERIFY_OK") == ["full", "partial", "seq", "again"]
 
 
 def test_rate_controller_yields_to_foreground_then_drains(vm):
