@@ -238,6 +238,11 @@ def main():
     add("\nThe CPU figures come from drains of a few seconds (a few hundred 10 ms ticks) and "
         "include everything else the guest did meanwhile (for bcache, the shell loop polling its "
         "state): treat ratios below 2x as noise in a BENCH_QUICK run.")
+    wbmd = OUT / "writeback.md"
+    if wbmd.exists():
+        add("\nStripe-aware writeback, the drain against raw md raid5 full-stripe bandwidth, and a "
+            "full cache under twice the load the origin absorbs: [bench/writeback.md](bench/writeback.md) "
+            "(tests/bench/run_wb_bench.py, also run by `make bench`).")
     add("\nCPU: busy ticks of all guest CPUs (user+system+irq+softirq+steal, /proc/stat) during "
         "the timed drain, divided by the GiB written back. Under TCG this is emulated CPU time.\n")
 
