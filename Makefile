@@ -52,8 +52,13 @@ image: deps
 vm: kernel image
 	@qemu/run-vm.sh --kernel $(BZIMAGE) --initrd $(IMAGE) --interactive
 
+# Two guests at a time (pytest-xdist): most of a guest's time is one
+# emulated CPU, so two of them use both host cores.
+TEST_JOBS ?= 2
+
 test: kernel image
-	@KCACHE=$(KCACHE) KBUILD=$(KBUILD) $(PYTEST) -p no:cacheprovider -ra --durations=12 tests
+	@KCACHE=$(KCACHE) KBUILD=$(KBUILD) $(PYTEST) -p no:cacheprovider -ra --durations=12 \
+		-n $(TEST_JOBS) tests
 
 # The long forms: >= 10,000 crash states of the host model, >= 50 VM power cuts.
 test-long: kernel image
