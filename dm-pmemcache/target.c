@@ -75,10 +75,9 @@ static int pmc_tunable_set(struct pmemcache *pc, unsigned int i,
 {
 	const struct pmc_tunable *t = &pmc_tunables[i];
 	unsigned int v;
-	char dummy;
 
-	if (!arg || sscanf(arg, "%u%c", &v, &dummy) != 1 ||
-	    v < t->min || v > t->max) {
+	/* not sscanf("%u"): it wraps, "4294967346" would be taken as 50 */
+	if (!arg || kstrtouint(arg, 10, &v) || v < t->min || v > t->max) {
 		*error = (char *)t->error;
 		return -EINVAL;
 	}
@@ -172,22 +171,42 @@ static const char *pmc_route_name(enum pmc_route r)
 static int pmc_parse_features(struct pmemcache *pc, struct dm_arg_set *as,
 			      char **error)
 {
-	static const struct dm_arg _args[] = {
-		{0, PMC_MAX_FEATURE_ARGS, "Invalid number of feature arguments"},
+	static const char * const flags[] = {
+		PMC_OPT_WRITEBACK, PMC_OPT_FLUSH_SUSPEND, PMC_OPT_CLEANER,
+		PMC_OPT_FORMAT,
 	};
-	unsigned int argc;
+	unsigned int argc, i, seen = 0;
 	const char *name;
 	int r, t;
 
 	if (!as->argc)
 		return 0;
-	r = dm_read_arg_group(_args, as, &argc, error);
-	if (r)
+	if (kstrtouint(dm_shift_arg(as), 10, &argc) ||
+	    argc > PMC_MAX_FEATURE_ARGS) {
+		*error = "Invalid number of feature arguments";
 		return -EINVAL;
+	}
+	if (argc != as->argc) {
+		*error = "Number of feature arguments differs from the features given";
+		return -EINVAL;
+	}
 
 	while (argc) {
 		name = dm_shift_arg(as);
 		argc--;
+
+		/* each feature once: flags in @seen, tunables in tunables_set */
+		for (i = 0; i < ARRAY_SIZE(flags); i++)
+			if (!strcasecmp(name, flags[i]))
+				break;
+		t = pmc_tunable_find(name);
+		if ((i < ARRAY_SIZE(flags) && (seen & BIT(i))) ||
+		    (t >= 0 && (pc->tunables_set & BIT(t)))) {
+			*error = "Feature argument given more than once";
+			return -EINVAL;
+		}
+		if (i < ARRAY_SIZE(flags))
+			seen |= BIT(i);
 
 		if (!strcasecmp(name, PMC_OPT_FLUSH_SUSPEND)) {
 			pc->flush_on_suspend = true;
@@ -201,7 +220,6 @@ static int pmc_parse_features(struct pmemcache *pc, struct dm_arg_set *as,
 			pc->format = true;
 			continue;
 		}
-		t = pmc_tunable_find(name);
 		if (t < 0 && strcasecmp(name, PMC_OPT_WRITEBACK)) {
 			*error = "Unrecognised feature argument";
 			return -EINVAL;
@@ -263,7 +281,6 @@ static int pmc_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	struct dm_arg_set as = { .argc = argc, .argv = argv };
 	struct pmemcache *pc;
 	unsigned int bs, i;
-	char dummy;
 	int r;
 
 	if (argc < 3) {
@@ -310,7 +327,7 @@ static int pmc_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 		goto bad;
 	}
 	r = -EINVAL;
-	if (sscanf(dm_shift_arg(&as), "%u%c", &bs, &dummy) != 1 ||
+	if (kstrtouint(dm_shift_arg(&as), 10, &bs) ||
 	    bs < PMC_MIN_BLOCK_SIZE || bs > PMC_MAX_BLOCK_SIZE ||
 	    !is_power_of_2(bs)) {
 		ti->error = "Invalid block size (power of two, 512-4096)";
