@@ -177,6 +177,19 @@ static int pmc_copy_to_bio(struct bio *bio, const u8 *block, u32 first,
 	return ret;
 }
 
+/*
+ * Read sectors @mask of cache slot @slot into @bio (see pmc_copy_to_bio).
+ * A range in the pmem disk's badblocks list is not read at all: -EIO.
+ */
+static int pmc_read_slot(struct pmemcache *pc, struct bio *bio, u32 slot,
+			 u32 first, u32 mask)
+{
+	if (pmc_pmem_range_bad(pc, pmc_meta_data_offset(&pc->meta, slot) +
+			       (first << SECTOR_SHIFT), bio->bi_iter.bi_size))
+		return -EIO;
+	return pmc_copy_to_bio(bio, pmc_meta_data(&pc->meta, slot), first, mask);
+}
+
 static u32 pmc_bio_mask(struct pmemcache *pc, struct bio *bio, u32 *first)
 {
 	u32 spb = 1U << pc->spb_shift;
@@ -211,8 +224,8 @@ static void pmc_read_overlay(struct work_struct *work)
 		down_read(&rio->st->lock);
 		slot = pmc_index_lookup(&pc->idx, oblock);
 		if (slot != PMC_NO_SLOT &&
-		    pmc_copy_to_bio(bio, pmc_meta_data(&pc->meta, slot), first,
-				    need & pmc_slot_mask(pc->idx.slot[slot]))) {
+		    pmc_read_slot(pc, bio, slot, first,
+				  need & pmc_slot_mask(pc->idx.slot[slot]))) {
 			atomic64_inc(&pc->st.media_errors);
 			bio->bi_status = BLK_STS_IOERR;
 		}
@@ -252,8 +265,7 @@ static int pmc_map_read(struct pmemcache *pc, struct bio *bio)
 	}
 	have = pmc_slot_mask(pc->idx.slot[slot]);
 	if ((have & need) == need) {
-		int r = pmc_copy_to_bio(bio, pmc_meta_data(&pc->meta, slot),
-					first, need);
+		int r = pmc_read_slot(pc, bio, slot, first, need);
 
 		up_read(&st->lock);
 		atomic64_inc(&pc->st.read_hits);

@@ -8,6 +8,7 @@
  * page_address(), virt_to_page() or kmap() on it.
  */
 #include <linux/major.h>
+#include <linux/badblocks.h>
 #include <linux/blkdev.h>
 #include <linux/uaccess.h>
 
@@ -17,6 +18,27 @@
 int pmc_copy_from_pmem(void *dst, const void *src, size_t len)
 {
 	return copy_mc_to_kernel(dst, src, len) ? -EIO : 0;
+}
+
+/*
+ * Does [@byte_off, @byte_off + @len) of the cache device overlap its
+ * disk's badblocks list (poison the platform reported, or ranges written
+ * to /sys/block/pmemN/badblocks)?  Such pmem is not read: the I/O fails
+ * with -EIO instead.  Cheap while the list is empty.
+ */
+bool pmc_pmem_range_bad(struct pmemcache *pc, u64 byte_off, u32 len)
+{
+	struct block_device *bdev = pc->pmem_dev->bdev;
+	struct badblocks *bb = bdev->bd_disk->bb;
+	sector_t first_bad;
+	int num_bad;
+
+	if (!bb || !READ_ONCE(bb->count) || !len)
+		return false;
+	return badblocks_check(bb, get_start_sect(bdev) + (byte_off >> SECTOR_SHIFT),
+			       DIV_ROUND_UP((byte_off & (SECTOR_SIZE - 1)) + len,
+					    SECTOR_SIZE),
+			       &first_bad, &num_bad) != 0;
 }
 
 int pmc_pmem_claim(struct pmemcache *pc, char **error)

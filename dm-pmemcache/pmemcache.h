@@ -187,6 +187,7 @@ int pmc_pmem_claim(struct pmemcache *pc, char **error);
 void pmc_pmem_release(struct pmemcache *pc);
 int pmc_origin_identity(struct pmemcache *pc, struct pmc_origin_id *oid);
 int pmc_copy_from_pmem(void *dst, const void *src, size_t len);
+bool pmc_pmem_range_bad(struct pmemcache *pc, u64 byte_off, u32 len);
 
 /* pfnio.c: everything that needs the pfn I/O core patches */
 bool pmc_pfn_io_available(void);
