@@ -50,6 +50,39 @@ int pmc_load_check(struct pmemcache *pc, char **error)
 	return 0;
 }
 
+/*
+ * A live record of a block beyond the end of the origin cannot come from a
+ * crash (the superblock pins the origin size): the record is corrupt.  It
+ * could never be written back, so it is dropped like a torn record, with
+ * one error line.
+ */
+static void pmc_drop_beyond_origin(struct pmemcache *pc,
+				   struct pmc_recover_stats *rs)
+{
+	u64 end = DIV_ROUND_UP_ULL(bdev_nr_sectors(pc->origin->bdev),
+				   1U << pc->spb_shift);
+	u64 i, v, dropped = 0;
+	u32 freed;
+
+	for (i = 0; i < pc->meta.n_blocks; i++) {
+		v = pc->idx.slot[i];
+		if (!(pmc_slot_flags(v) & PMC_SF_USED) || pmc_slot_oblock(v) < end)
+			continue;
+		pmc_meta_drop_block(&pc->meta, &pc->idx, pmc_slot_oblock(v), &freed);
+		/* durably FREE before the slot can be reused (rare: one fence each) */
+		pmc_meta_fence(PMC_P_FREE);
+		if (freed != PMC_NO_SLOT)
+			pmc_index_push_free(&pc->idx, freed);
+		rs->live--;
+		if (pmc_slot_flags(v) & PMC_SF_DIRTY)
+			rs->dirty--;
+		dropped++;
+	}
+	if (dropped)
+		DMERR("%s: %llu corrupt records point beyond the end of the origin: dropped",
+		      pc->pmem_dev->name, dropped);
+}
+
 /* First resume: format if needed, then rebuild the index from pmem. */
 int pmc_load(struct pmemcache *pc)
 {
@@ -71,6 +104,7 @@ int pmc_load(struct pmemcache *pc)
 	r = pmc_meta_recover(&pc->meta, &pc->idx, &rs);
 	if (r)
 		return r;
+	pmc_drop_beyond_origin(pc, &rs);
 
 	/* Dirty blocks found on load all count as the current epoch. */
 	atomic64_set(&pc->n_dirty, rs.dirty);
