@@ -74,9 +74,12 @@ def test_checker_catches_a_missing_flush_or_fence(crash_model, step):
 
 
 @pytest.mark.skipif(not LONG, reason="long crash model run: set PMC_LONG=1")
-def test_long_crash_model_at_least_10000_states(crash_model):
+def test_long_crash_model_at_least_10000_states(crash_model, figures):
     r = run_model(crash_model, "--ops", "4000", "--seed", "7",
                   "--images", "4", timeout=1800)
+    figures["crash states checked (violations)"] = "%d (%d)" % (r["crash_states"],
+                                                                r["violations"])
+    figures["interrupted formats checked"] = r["format_states"]
     assert r["crash_states"] >= 10000
     assert r["violations"] == 0, r["stderr"][-2000:]
     assert r["rc"] == 0

@@ -157,7 +157,7 @@ def one_cut(vm, rng):
     return nacked, lost, parse_status(res.value("STATUS2"))
 
 
-def test_power_cuts_lose_no_acknowledged_write(vm):
+def test_power_cuts_lose_no_acknowledged_write(vm, figures):
     rng = random.Random(int(os.environ.get("PMC_SEED", "4242")))
     total_acked, cuts, lost_all = 0, 0, {}
     for _ in range(CUTS):
@@ -169,6 +169,9 @@ def test_power_cuts_lose_no_acknowledged_write(vm):
         cuts += 1
         if lost:
             lost_all[cuts] = lost
+    wrong = sum(len(v) for v in lost_all.values())
     print("power cuts: %d, acknowledged writes: %d, sectors wrong: %d"
-          % (cuts, total_acked, sum(len(v) for v in lost_all.values())))
+          % (cuts, total_acked, wrong))
+    figures["VM power cuts (acknowledged writes)"] = "%d (%d)" % (cuts, total_acked)
+    figures["acknowledged writes lost (wrong sectors)"] = wrong
     assert not lost_all, lost_all

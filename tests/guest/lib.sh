@@ -45,3 +45,40 @@ fio_verify() {
 		--verify=crc32c --verify_fatal=1 --do_verify=1 "$@" ||
 		die "fio verify on $dev"
 }
+
+# klog_run TAG CMD...: run CMD, then append "@@ TAG rc" and the kernel
+# lines it caused (raw, with their levels) to /tmp/k. Start with
+# "dmesg -c" so that nothing older is counted. klog_summary sums it up.
+klog_run() {
+	tag=$1
+	shift
+	rc=0
+	"$@" 2>/dev/null || rc=$?
+	echo "@@ $tag $rc" >> /tmp/k
+	dmesg -r -c >> /tmp/k
+}
+
+# dm_try NAME TABLE: create a device and remove it again; fails if refused.
+dm_try() {
+	dmsetup create --noudevsync "$1" --table "$2" || return 1
+	dmsetup remove --noudevsync "$1" || die "remove $1"
+}
+
+# klog_summary: one line per klog_run, "R TAG rc T I O|reason": T lines
+# "device-mapper: table:" (the reason a table was refused), I lines
+# "device-mapper: ioctl: error adding target to table" (dm core's own),
+# O other error/warning lines (the reason of a refused message). Info
+# lines are not counted; other kernel lines (e.g. "hrtimer: interrupt
+# took", TCG noise) are printed as "KLOG ..." for the harness to check.
+klog_summary() {
+	awk '
+	function out() { if (tag != "") printf "R %s %d %d %d %d|%s\n", tag, rc, nt, ni, no, why }
+	/^@@ / { out(); tag = $2; rc = $3; nt = ni = no = 0; why = ""; next }
+	/^<[5-7]>/ { next }
+	/device-mapper: table: / { nt++; sub(/.*device-mapper: table: [0-9:]+: /, ""); why = $0; next }
+	/device-mapper: ioctl: error adding target to table/ { ni++; next }
+	/device-mapper: (pmemcache|ioctl): / { no++; sub(/.*device-mapper: [a-z]+: /, ""); why = $0; next }
+	{ print "KLOG " $0 }
+	END { out() }' /tmp/k
+	: > /tmp/k
+}
