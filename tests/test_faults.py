@@ -1,0 +1,145 @@
+"""Fault injection in the guest (issue 7, part 3).
+
+- an md member fails while the cache writes back (raid5 and raid1, one
+  boot): mdadm --fail during `dmsetup message pc 0 flush`, then --remove,
+  --re-add and the resync; every byte is verified on the origin, and again
+  with another member failed, so that the re-added one is read too;
+- suspend, resume and a table reload under fio verify I/O, then module
+  unload refused while a table uses the target and allowed after it is
+  removed, then media errors on pmem: ranges written to
+  /sys/block/pmem0/badblocks make reads of cached blocks fail with -EIO and
+  count in media_errors (one boot).
+
+The origin returning errors for a while is test_target.py's
+test_origin_errors_keep_blocks_dirty_and_are_retried.
+"""
+from test_target import PRELUDE, parse_status, pmemcache_module  # noqa: F401
+from test_target import run as run_target
+
+# 48 MiB of verified writes that stay dirty (high_watermark 100)
+FILL = "--rw=randwrite --bs=4k --size=48m --offset=0 --ioengine=libaio --iodepth=16"
+
+MD_FAIL = r"""
+pmc_init
+md_bitmap() {
+	mdadm --create /dev/$1 --run --quiet --metadata=1.2 --assume-clean \
+		--bitmap=internal --level=$2 --raid-devices=$3 $4 2>&1 || die "mdadm $1"
+}
+md_bitmap md0 raid5 4 "--chunk=64 /dev/vda /dev/vdb /dev/vdc /dev/vdd"
+md_bitmap md1 raid1 2 "/dev/vde /dev/vdf"
+
+# fail_during_flush MD MEMBER OTHER
+fail_during_flush() {
+	md=$1 m=$2 other=$3
+	dm_create pc "$(pmc_table $md '5 high_watermark 100 low_watermark 100 format')" || die create
+	fio_job $md /dev/mapper/pc %(fill)s
+	status ${md}a
+	dmsetup message pc 0 flush &
+	fp=$!
+	sleep 1
+	kill -0 $fp 2>/dev/null && echo "FAILED_DURING_FLUSH=$md"
+	mdadm /dev/$md --fail /dev/$m 2>&1 || die "fail $m"
+	wait $fp || die "flush with $m failed"
+	status ${md}b
+	mdadm /dev/$md --remove /dev/$m 2>&1 || die "remove $m"
+	mdadm /dev/$md --re-add /dev/$m 2>&1 || die "re-add $m"
+	n=0
+	while [ "$(cat /sys/block/$md/md/degraded)" != 0 ] && [ $n -lt 600 ]; do
+		mdadm --wait /dev/$md > /dev/null 2>&1 || sleep 1
+		n=$((n + 1))
+	done
+	grep -A2 "^$md" /proc/mdstat
+	echo "DEGRADED_$md=$(cat /sys/block/$md/md/degraded)"
+	dmsetup remove pc
+	fio_check $md /dev/$md %(fill)s
+	# the re-added member now carries data that the next read needs
+	mdadm /dev/$md --fail /dev/$other 2>&1 || die "fail $other"
+	fio_check $md /dev/$md %(fill)s
+}
+fail_during_flush md0 vdb vdc
+fail_during_flush md1 vde vdf
+"""
+
+
+def test_md_member_fails_during_writeback(vm):
+    res = run_target(vm, MD_FAIL % dict(fill=FILL), timeout=1500)
+    assert res.values("FAILED_DURING_FLUSH") == ["md0", "md1"]
+    for md in ("md0", "md1"):
+        a = parse_status(res.value("STATUS%sa" % md))
+        b = parse_status(res.value("STATUS%sb" % md))
+        assert a["dirty"] > 8000, a
+        assert b["dirty"] == 0 and b["wb_errors"] == 0, b
+        assert res.value("DEGRADED_" + md) == "0"
+    assert res.values("VERIFY_OK") == ["md0", "md0", "md1", "md1"]
+
+
+BUSY = "--rw=randwrite --bsrange=512-64k --size=64m --offset=0 --ioengine=libaio --iodepth=8"
+
+LIFECYCLE = r"""
+pmc_init
+md_make md0 raid1 2 a
+dm_create pc "$(pmc_table md0 '4 high_watermark 5 low_watermark 1')" || die create
+# suspend, resume and reload (other watermarks) while fio writes and verifies
+fio_job busy /dev/mapper/pc %(busy)s &
+fp=$!
+n=0
+while kill -0 $fp 2>/dev/null; do
+	sleep 1
+	dmsetup suspend pc || die suspend
+	dmsetup resume pc || die resume
+	dmsetup reload pc --table "$(pmc_table md0 "4 high_watermark $((5 + n %% 2)) low_watermark 1")" || die reload
+	dmsetup suspend pc && dmsetup resume pc || die "swap table"
+	n=$((n + 1))
+done
+wait $fp || die "fio under suspend/reload"
+echo "CYCLES=$n"
+echo "TABLE=$(dmsetup table pc)"
+# module unload: refused while a table uses the target
+rmmod dm_pmemcache 2>/dev/null && die "rmmod with a live table"
+dmsetup message pc 0 flush || die flush
+dmsetup remove pc
+fio_check busy /dev/md0 %(busy)s
+rmmod dm_pmemcache || die "rmmod after remove"
+lsmod | grep -q dm_pmemcache && die "still loaded"
+echo RMMOD_OK=1
+insmod /lib/modules/extra/dm-pmemcache.ko || die insmod
+
+# media errors: badblocks on the pmem behind cached blocks
+dm_create pc "$(pmc_table md0 '5 high_watermark 100 low_watermark 100 format')" || die create
+dd if=/dev/urandom of=/tmp/b bs=4k count=64 2>/dev/null
+dd if=/tmp/b of=/dev/mapper/pc bs=4k oflag=direct 2>/dev/null || die "write blocks"
+# one sector of block 100 (busybox dd falls back to a buffered 4 KiB write)
+fio --name=sector --filename=/dev/mapper/pc --rw=write --bs=512 --size=512 \
+	--offset=409600 --direct=1 --ioengine=psync > /dev/null || die "write sector"
+dd if=/dev/mapper/pc of=/tmp/r bs=4k count=64 iflag=direct 2>/dev/null || die "read before"
+cmp /tmp/b /tmp/r || die "read back before"
+status 1
+# a fresh cache hands out slots 0, 1, ...: 65 blocks from data_offset on
+doff=$(dd if=/dev/pmem0 bs=4096 count=1 iflag=direct 2>/dev/null | od -An -tu8 -j104 -N8 | tr -d ' ')
+# in pieces of at most 512 sectors, in ascending order: 6.1's
+# badblocks_set() inserts the pieces of a longer range in reverse order,
+# and badblocks_check() then misses all but the last
+echo "$((doff / 512)) 512" > /sys/block/pmem0/badblocks || die "set badblocks"
+echo "$((doff / 512 + 512)) 8" > /sys/block/pmem0/badblocks || die "set badblocks"
+cat /sys/block/pmem0/badblocks
+dd if=/dev/mapper/pc of=/dev/null bs=4k count=1 iflag=direct 2>/dev/null && die "read hit on bad pmem"
+dd if=/dev/mapper/pc of=/dev/null bs=4k count=1 skip=100 iflag=direct 2>/dev/null && die "partial read on bad pmem"
+dd if=/dev/mapper/pc of=/dev/null bs=4k count=1 skip=200 iflag=direct 2>/dev/null || die "read miss failed"
+echo EIO_OK=1
+status 2
+dmsetup remove pc
+"""
+
+
+def test_suspend_reload_under_io_rmmod_and_pmem_badblocks(vm):
+    res = run_target(vm, LIFECYCLE % dict(busy=BUSY), timeout=1500)
+    assert int(res.value("CYCLES")) >= 3
+    assert "high_watermark" in res.value("TABLE")
+    assert res.values("VERIFY_OK") == ["busy"]
+    assert res.value("RMMOD_OK") == "1"
+    assert res.value("EIO_OK") == "1"
+    s1, s2 = parse_status(res.value("STATUS1")), parse_status(res.value("STATUS2"))
+    assert s1["media_errors"] == 0 and s1["dirty"] == 65
+    assert s2["media_errors"] == 2, s2
+    assert s2["read_partial"] == s1["read_partial"] + 1  # the overlay path
+    assert s2["read_misses"] > s1["read_misses"]
