@@ -108,7 +108,8 @@ insmod /lib/modules/extra/dm-pmemcache.ko || die insmod
 dm_create pc "$(pmc_table md0 '5 high_watermark 100 low_watermark 100 format')" || die create
 dd if=/dev/urandom of=/tmp/b bs=4k count=64 2>/dev/null
 dd if=/tmp/b of=/dev/mapper/pc bs=4k oflag=direct 2>/dev/null || die "write blocks"
-# one sector of block 100 (busybox dd falls back to a buffered 4 KiB write)
+# one sector of block 100, with fio: busybox dd's single-sector write
+# reached the target as a whole 4 KiB block (read-modify-write)
 fio --name=sector --filename=/dev/mapper/pc --rw=write --bs=512 --size=512 \
 	--offset=409600 --direct=1 --ioengine=psync > /dev/null || die "write sector"
 dd if=/dev/mapper/pc of=/tmp/r bs=4k count=64 iflag=direct 2>/dev/null || die "read before"
