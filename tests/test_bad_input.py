@@ -48,6 +48,7 @@ SMALL_PMEM, ONE_BLOCK_PMEM, TINY_PMEM = "/dev/pmem0p1", "/dev/pmem0p2", "/dev/pm
 FEATURES = {
     "high_watermark": (0, 100), "low_watermark": (0, 100),
     "writeback_jobs": (1, 65536), "max_age": (1, 86400000),
+    "stripe_blocks": (0, 4096), "full_wait": (0, 60000), "seq_bypass": (0, 1048576),
     "writeback": None, "flush_on_suspend": None, "cleaner": None, "format": None,
 }
 WB_MODES = ["pfn", "bounce", "auto"]
@@ -110,10 +111,11 @@ def edge_tables(rng):
                         "low_watermark", "100", "format"]),
         table(0, "SZ", [ORIGIN, PMEM, "4096", "5", "high_watermark", "0",
                         "low_watermark", "0", "format"]),
-        table(0, "SZ", [ORIGIN, PMEM, "2048", "13", "format", "cleaner",
+        table(0, "SZ", [ORIGIN, PMEM, "2048", "19", "format", "cleaner",
                         "flush_on_suspend", "writeback", "bounce", "max_age", "86400000",
                         "writeback_jobs", "65536", "low_watermark", "0",
-                        "high_watermark", "100"]),
+                        "high_watermark", "100", "stripe_blocks", "4096", "full_wait",
+                        "60000", "seq_bypass", "1048576"]),
         table(0, "SZ", [ORIGIN, PMEM, "1024", "5", "writeback_jobs", "1", "max_age",
                         "1", "FORMAT"]),
     ]
@@ -220,6 +222,14 @@ def _without(words, name):
 
 VALID_MESSAGES = ["flush", "clear_stats", "cleaner", "nocleaner", "FLUSH", "Clear_Stats",
                   "NOCLEANER"]
+# "<feature> <value>" messages whose outcome does not depend on the state
+TUNABLE_MESSAGES = [("writeback_jobs 64", True), ("full_wait 100", True),
+                    ("seq_bypass 0", True), ("stripe_blocks 0", True),
+                    ("WRITEBACK_JOBS 1024", True), ("max_age 5000", False),
+                    ("high_watermark 101", False), ("writeback_jobs 4294967297", False),
+                    ("full_wait -1", False), ("low_watermark 4294967296", False),
+                    ("writeback_jobs 0", False), ("seq_bypass 1e3", False),
+                    ("format 1", False), ("cleaner 1", False)]
 
 
 def messages(rng, n):
@@ -231,6 +241,10 @@ def messages(rng, n):
         if r < 0.2:
             m = "0 " + rng.choice(VALID_MESSAGES)
             out.append((m, True))
+            continue
+        if r < 0.35:
+            m, ok = rng.choice(TUNABLE_MESSAGES)
+            out.append(("0 " + m, ok))
             continue
         word = rng.choice(VALID_MESSAGES + WORDS)
         kind = rng.choice(["extra", "word", "long", "core", "sector"])
