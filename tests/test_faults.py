@@ -16,8 +16,8 @@ test_origin_errors_keep_blocks_dirty_and_are_retried.
 from test_target import PRELUDE, parse_status, pmemcache_module  # noqa: F401
 from test_target import run as run_target
 
-# 48 MiB of verified writes that stay dirty (high_watermark 100)
-FILL = "--rw=randwrite --bs=4k --size=48m --offset=0 --ioengine=libaio --iodepth=16"
+# 96 MiB of verified writes that stay dirty (high_watermark 100)
+FILL = "--rw=randwrite --bs=4k --size=96m --offset=0 --ioengine=libaio --iodepth=16"
 
 MD_FAIL = r"""
 pmc_init
@@ -34,9 +34,11 @@ fail_during_flush() {
 	dm_create pc "$(pmc_table $md '5 high_watermark 100 low_watermark 100 format')" || die create
 	fio_job $md /dev/mapper/pc %(fill)s
 	status ${md}a
+	d0=$(dmsetup status pc | awk '{print $5}')
 	dmsetup message pc 0 flush &
 	fp=$!
-	sleep 1
+	# fail the member as soon as writeback has cleaned a first block
+	while [ "$(dmsetup status pc | awk '{print $5}')" = "$d0" ]; do :; done
 	kill -0 $fp 2>/dev/null && echo "FAILED_DURING_FLUSH=$md"
 	mdadm /dev/$md --fail /dev/$m 2>&1 || die "fail $m"
 	wait $fp || die "flush with $m failed"
@@ -67,7 +69,7 @@ def test_md_member_fails_during_writeback(vm):
     for md in ("md0", "md1"):
         a = parse_status(res.value("STATUS%sa" % md))
         b = parse_status(res.value("STATUS%sb" % md))
-        assert a["dirty"] > 8000, a
+        assert a["dirty"] > 16000, a
         assert b["dirty"] == 0 and b["wb_errors"] == 0, b
         assert res.value("DEGRADED_" + md) == "0"
     assert res.values("VERIFY_OK") == ["md0", "md0", "md1", "md1"]
