@@ -68,7 +68,7 @@ def _val(rng, name):
 
 
 def valid_features(rng, k=None, allow_format=True):
-    """A valid feature list: (words, names)."""
+    """The words of a valid feature list (without the count)."""
     names = [n for n in FEATURES if allow_format or n != "format"]
     k = rng.randint(0, len(names)) if k is None else k
     chosen = rng.sample(names, k)
@@ -145,9 +145,9 @@ def bad_table(rng):
             str(rng.choice([512, 1024, 2048, 4096]) + 2 ** 32)])
     elif kind == "count":
         good = len(f)
-        f = [rng.choice([str(good + rng.choice([-3, -2, -1, 1, 2, 3, 14])),
-                         str(good + 2 ** 32), "-%d" % good, "abc", "14",
-                         "4294967295"])] + f
+        lies = [str(good + d) for d in (-3, -2, -1, 1, 2, 3, 14)] + [
+            str(good + 2 ** 32), "-%d" % good, "abc", "14", "20", "4294967295"]
+        f = [rng.choice([c for c in lies if c != str(good)])] + f
         return kind, table(start, length, dev + [bs] + f)
     elif kind == "unknown":
         word = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz_")
