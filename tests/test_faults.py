@@ -38,7 +38,8 @@ fail_during_flush() {
 	dmsetup message pc 0 flush &
 	fp=$!
 	# fail the member as soon as writeback has cleaned a first block
-	while [ "$(dmsetup status pc | awk '{print $5}')" = "$d0" ]; do :; done
+	while kill -0 $fp 2>/dev/null &&
+		[ "$(dmsetup status pc | awk '{print $5}')" = "$d0" ]; do :; done
 	kill -0 $fp 2>/dev/null && echo "FAILED_DURING_FLUSH=$md"
 	mdadm /dev/$md --fail /dev/$m 2>&1 || die "fail $m"
 	wait $fp || die "flush with $m failed"
