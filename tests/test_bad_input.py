@@ -227,7 +227,7 @@ TUNABLE_MESSAGES = [("writeback_jobs 64", True), ("full_wait 100", True),
                     ("seq_bypass 0", True), ("stripe_blocks 0", True),
                     ("WRITEBACK_JOBS 1024", True), ("max_age 5000", False),
                     ("high_watermark 101", False), ("writeback_jobs 4294967297", False),
-                    ("full_wait -1", False), ("low_watermark 4294967296", False),
+                    ("full_wait 60001", False), ("low_watermark 4294967296", False),
                     ("writeback_jobs 0", False), ("seq_bypass 1e3", False),
                     ("format 1", False), ("cleaner 1", False)]
 
