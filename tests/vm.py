@@ -10,6 +10,7 @@ import os
 import re
 import signal
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -175,3 +176,12 @@ class VM:
         so killing the group kills QEMU itself, not only the script."""
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+        # QEMU, a grandchild, can outlive run-vm.sh by a moment and still
+        # hold the image locks the next boot needs: wait for the group.
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            try:
+                os.killpg(proc.pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.05)
