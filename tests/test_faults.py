@@ -13,7 +13,7 @@
 The origin returning errors for a while is test_target.py's
 test_origin_errors_keep_blocks_dirty_and_are_retried.
 """
-from test_target import PRELUDE, parse_status, pmemcache_module  # noqa: F401
+from test_target import parse_status, pmemcache_module  # noqa: F401
 from test_target import run as run_target
 
 # 96 MiB of verified writes that stay dirty (high_watermark 100)
