@@ -107,7 +107,9 @@ def expected_sectors(console):
 def read_back(res):
     got = {}
     for m in re.finditer(r"^S (\d+) ?(.*?)\r?$", res.output, re.M):
-        s, hdr = int(m.group(1)), m.group(2).strip()
+        # a kernel line (loglevel 5, e.g. TCG's "hrtimer: interrupt took")
+        # can land in the middle of the console line: cut it off
+        s, hdr = int(m.group(1)), re.sub(r"\[ *\d+\.\d+\] .*", "", m.group(2)).strip()
         if not hdr:
             got[s] = 0
             continue
