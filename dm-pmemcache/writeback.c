@@ -43,6 +43,13 @@ static bool pmc_wb_use_pfn(struct pmemcache *pc)
 	       !READ_ONCE(pc->pfn_failed);
 }
 
+/* Is the data of @slot in the pmem disk's badblocks list? */
+static bool pmc_wb_poisoned(struct pmemcache *pc, u32 slot)
+{
+	return pmc_pmem_range_bad(pc, pmc_meta_data_offset(&pc->meta, slot),
+				  pc->block_size);
+}
+
 static u32 pmc_full_mask(struct pmemcache *pc)
 {
 	return pc->meta.full_mask;
@@ -164,6 +171,12 @@ static void pmc_wb_submit(struct pmemcache *pc, const struct pmc_wb_cand *c,
 		it->slot = c[i].slot;
 		it->mask = pmc_slot_mask(c[i].v);
 		it->page = NULL;
+		if (pmc_wb_poisoned(pc, it->slot)) {
+			/* Never send known poison; the block stays dirty. */
+			atomic64_inc(&pc->st.media_errors);
+			io->status = BLK_STS_MEDIUM;
+			continue;
+		}
 		if (io->pfn)
 			continue;
 		it->page = mempool_alloc(pc->page_pool, GFP_NOIO);
@@ -239,11 +252,14 @@ static unsigned int pmc_wb_pass(struct pmemcache *pc, unsigned int sel,
 
 	for (i = 0; i < n; i = j) {
 		j = i + 1;
-		if (pmc_slot_mask(c[i].v) == pmc_full_mask(pc)) {
+		/* A poisoned block goes alone: its failure keeps no other. */
+		if (pmc_slot_mask(c[i].v) == pmc_full_mask(pc) &&
+		    !pmc_wb_poisoned(pc, c[i].slot)) {
 			while (j < n && j - i < BIO_MAX_VECS &&
 			       pmc_slot_mask(c[j].v) == pmc_full_mask(pc) &&
 			       pmc_slot_oblock(c[j].v) ==
-			       pmc_slot_oblock(c[j - 1].v) + 1)
+			       pmc_slot_oblock(c[j - 1].v) + 1 &&
+			       !pmc_wb_poisoned(pc, c[j].slot))
 				j++;
 		}
 		pmc_wb_submit(pc, &c[i], j - i);

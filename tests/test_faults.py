@@ -131,6 +131,16 @@ dd if=/dev/mapper/pc of=/dev/null bs=4k count=1 skip=100 iflag=direct 2>/dev/nul
 dd if=/dev/mapper/pc of=/dev/null bs=4k count=1 skip=200 iflag=direct 2>/dev/null || die "read miss failed"
 echo EIO_OK=1
 status 2
+# writeback never sends known poison: the bad blocks stay dirty, blocks
+# beside them are written back
+dd if=/tmp/b of=/dev/mapper/pc bs=4k count=8 seek=300 oflag=direct 2>/dev/null || die "write good blocks"
+dmsetup message pc 0 flush && die "flush of poisoned blocks succeeded"
+n=0
+while [ "$(dmsetup status pc | awk '{print $5}')" -gt 65 ] && [ $n -lt 40 ]; do
+	sleep 0.5
+	n=$((n + 1))
+done
+status 3
 dmsetup remove pc
 """
 
@@ -147,3 +157,6 @@ def test_suspend_reload_under_io_rmmod_and_pmem_badblocks(vm):
     assert s2["media_errors"] == 2, s2
     assert s2["read_partial"] == s1["read_partial"] + 1  # the overlay path
     assert s2["read_misses"] > s1["read_misses"]
+    s3 = parse_status(res.value("STATUS3"))
+    assert s3["dirty"] == 65 and s3["media_errors"] > s2["media_errors"], s3
+    assert s3["wb_pfn_blocks"] + s3["wb_bounce_blocks"] == 8, s3
