@@ -129,11 +129,14 @@ fio_check fill /dev/md0 %(fill)s
     target = s1["blocks"] * 1 // 100
     busy = [tuple(map(int, v.split())) for v in res.values("BUSY")]
     assert len(busy) == 8, res.tail()
-    # while the reader runs: a finite rate aimed at low_watermark, and
-    # dirty blocks going down but still far above it
-    assert all(rate > 0 and tgt == target for _, rate, tgt in busy), busy
-    assert busy[-1][0] < busy[0][0], "no writeback while busy: %s" % busy
-    assert busy[-1][0] > 2 * target, "drained despite foreground I/O: %s" % busy
+    # while the reader runs and dirty is above low_watermark: a finite
+    # rate aimed at it, falling with the excess (how far it got depends on
+    # the guest's speed: a debug kernel is three times slower)
+    above = [b for b in busy if b[0] > target]
+    assert len(above) >= 3, "drained before the busy samples: %s" % busy
+    assert all(rate > 0 and tgt == target for _, rate, tgt in above), busy
+    assert above[-1][0] < above[0][0], "no writeback while busy: %s" % busy
+    assert above[-1][1] <= above[0][1], "rate grew as the excess fell: %s" % busy
     # idle: drained to the target, without a flush
     assert s2["dirty"] <= target and s2["wb_errors"] == 0
     assert res.values("VERIFY_OK") == ["fill"]
