@@ -88,7 +88,6 @@ struct pmc_rate {
 	s64 tokens;		/* block-jiffies we may still submit */
 	unsigned long stamp;	/* jiffies of the last update */
 	unsigned long last_fg;	/* jiffies of the last foreground bio */
-	u64 target;		/* dirty blocks the controller steers to */
 };
 
 struct pmemcache {
@@ -228,6 +227,7 @@ unsigned int pmc_wb_select(struct pmemcache *pc, struct pmc_wb_cand *out,
 
 /* wb_rate.c */
 void pmc_rate_init(struct pmemcache *pc);
+u64 pmc_rate_target(struct pmemcache *pc);
 u64 pmc_rate_update(struct pmemcache *pc);
 unsigned int pmc_rate_allow(struct pmemcache *pc, unsigned int want,
 			    unsigned long *delay);

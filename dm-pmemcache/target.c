@@ -435,7 +435,7 @@ static void pmc_status(struct dm_target *ti, status_type_t type,
 		       READ_ONCE(pc->pfn_failed) ? "bounce" : "pfn",
 		       READ_ONCE(pc->cleaner) ? "cleaner" : "-");
 		DMEMIT("%llu %llu %u %lld %lld %lld %lld",
-		       READ_ONCE(pc->rc.rate), READ_ONCE(pc->rc.target),
+		       READ_ONCE(pc->rc.rate), pmc_rate_target(pc),
 		       pc->stripe_blocks,
 		       atomic64_read(&s->wb_full_stripes),
 		       atomic64_read(&s->wb_flushes),

@@ -36,7 +36,12 @@ void pmc_rate_init(struct pmemcache *pc)
 	rc->tokens = 0;
 	rc->stamp = jiffies;
 	rc->last_fg = jiffies;
-	rc->target = div_u64(pc->meta.n_blocks * pc->low_wm, 100);
+}
+
+/* The dirty block count the controller steers to: low_watermark. */
+u64 pmc_rate_target(struct pmemcache *pc)
+{
+	return div_u64(pc->meta.n_blocks * READ_ONCE(pc->low_wm), 100);
 }
 
 /* Recompute the rate and add the tokens earned since the last call. */
@@ -46,8 +51,7 @@ u64 pmc_rate_update(struct pmemcache *pc)
 	unsigned long now = jiffies, dt = now - rc->stamp;
 	s64 dirty = atomic64_read(&pc->n_dirty), err, rate;
 
-	rc->target = div_u64(pc->meta.n_blocks * pc->low_wm, 100);
-	err = dirty - (s64)rc->target;
+	err = dirty - (s64)pmc_rate_target(pc);
 	rc->integral += err * (s64)dt;
 	rc->integral = clamp_t(s64, rc->integral, 0,
 			       (s64)pc->meta.n_blocks * PMC_RATE_I_INV * HZ);
