@@ -36,6 +36,15 @@ ns_mode() {	# raw | fsdax-mem | fsdax-dev
 }
 NS=raw
 
+# dm_over_md NAME WHAT TABLE: fresh md and pmem, dm device NAME over all
+# of md0 with TABLE (after "<start> <len>"); $DEV is it, or empty
+dm_over_md() {
+	md_up; zero_pmem
+	dm_create $1 "0 $(blockdev --getsz /dev/md0) $3" ||
+		{ echo "PROGRESS $2 create failed"; DEV=; return; }
+	DEV=/dev/mapper/$1
+}
+
 # setup SYS: prints the device to measure in $DEV
 setup() {
 	sys=$1
@@ -57,18 +66,8 @@ setup() {
 		echo 0 > /sys/block/bcache0/bcache/sequential_cutoff
 		echo "BENCH sys=$sys cache_mode=$(cat /sys/block/bcache0/bcache/cache_mode | tr ' ' ,)"
 		DEV=/dev/bcache0 ;;
-	pmc-*)
-		md_up; zero_pmem
-		sz=$(blockdev --getsz /dev/md0)
-		dm_create pc "0 $sz pmemcache /dev/md0 /dev/pmem0 4096 3 writeback ${sys#pmc-} format" ||
-			{ echo "PROGRESS dm-pmemcache create failed"; DEV=; return; }
-		DEV=/dev/mapper/pc ;;
-	wc-*)
-		md_up; zero_pmem
-		sz=$(blockdev --getsz /dev/md0)
-		dm_create wc "0 $sz writecache p /dev/md0 /dev/pmem0 4096 0" ||
-			{ echo "PROGRESS dm-writecache create failed"; DEV=; return; }
-		DEV=/dev/mapper/wc ;;
+	pmc-*) dm_over_md pc dm-pmemcache "pmemcache /dev/md0 /dev/pmem0 4096 3 writeback ${sys#pmc-} format" ;;
+	wc-*) dm_over_md wc dm-writecache "writecache p /dev/md0 /dev/pmem0 4096 0" ;;
 	esac
 }
 

@@ -54,28 +54,28 @@ def run_boot(model, layout, systems):
     log = vm._log_path()
     cmd = vm.command(script, files=files, timeout=2400, disks=6, disk_size=1024,
                      pmem_size=1024, throttle=MODELS[model], log=log)
-    t0 = time.time()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    seen = 0
-    while proc.poll() is None:
-        time.sleep(2)
-        seen = show_progress(log, seen, t0, model, layout)
-    show_progress(log, seen, t0, model, layout)
-    console = log.read_text(errors="replace") if log.exists() else ""
+    rc, console = run_guest(cmd, log, model + "/")
     subprocess.run(["rm", "-rf", str(state)])
-    if proc.returncode != 0:
-        print("  guest exited %d (log %s)" % (proc.returncode, log), flush=True)
-    return console, proc.returncode
+    if rc != 0:
+        print("  guest exited %d (log %s)" % (rc, log), flush=True)
+    return console, rc
 
 
-def show_progress(log, seen, t0, model, layout):
-    if not log.exists():
-        return seen
-    lines = log.read_text(errors="replace").splitlines()
-    for l in lines[seen:]:
-        if l.startswith("PROGRESS "):
-            print("  [%4.0fs] %s/%s" % (time.time() - t0, model, l[9:]), flush=True)
-    return len(lines)
+def run_guest(cmd, log, label):
+    """Run a guest to its end, printing its PROGRESS lines as they come
+    (prefixed with the time and @label); returns (exit status, console)."""
+    t0, seen = time.time(), 0
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    while True:
+        done = proc.poll() is not None
+        lines = log.read_text(errors="replace").splitlines() if log.exists() else []
+        for l in lines[seen:]:
+            if l.startswith("PROGRESS "):
+                print("  [%4.0fs] %s%s" % (time.time() - t0, label, l[9:]), flush=True)
+        seen = len(lines)
+        if done:
+            return proc.returncode, "\n".join(lines)
+        time.sleep(2)
 
 
 def parse(console):

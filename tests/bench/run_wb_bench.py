@@ -24,6 +24,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 from vm import VM, KCACHE  # noqa: E402
+from run_bench import MODELS, run_guest  # noqa: E402
 
 REPO = HERE.parent.parent
 OUT = REPO / "docs/bench"
@@ -33,7 +34,7 @@ DRAIN_MB = int(os.environ.get("BENCH_WB_DRAIN_MB", "32" if QUICK else "96"))
 # region keeps it short; the result is a bandwidth either way.
 OFF_MB = int(os.environ.get("BENCH_WB_OFF_MB", "8" if QUICK else "16"))
 FULL_S = int(os.environ.get("BENCH_WB_FULL_S", "40" if QUICK else "90"))
-HDD = "150:157286400"		# per member: 150 IOPS, 150 MiB/s
+HDD = MODELS["hdd"]		# per member: 150 IOPS, 150 MiB/s
 
 
 def boot(phase, pmem_mb):
@@ -44,20 +45,8 @@ def boot(phase, pmem_mb):
     log = vm._log_path()
     cmd = vm.command(script, timeout=1800, disks=4, disk_size=1024, pmem_size=pmem_mb,
                      throttle=HDD, log=log)
-    t0, seen = time.time(), 0
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    while True:
-        done = proc.poll() is not None
-        lines = log.read_text(errors="replace").splitlines() if log.exists() else []
-        for l in lines[seen:]:
-            if l.startswith("PROGRESS "):
-                print("  [%4.0fs] %s: %s" % (time.time() - t0, phase, l[9:]), flush=True)
-        seen = len(lines)
-        if done:
-            break
-        time.sleep(2)
+    rc, console = run_guest(cmd, log, phase + ": ")
     subprocess.run(["rm", "-rf", str(state)])
-    console = log.read_text(errors="replace") if log.exists() else ""
     wb, fio = {}, None
     for l in console.splitlines():
         if l.startswith("WB "):
@@ -65,8 +54,8 @@ def boot(phase, pmem_mb):
             wb.setdefault(kv.pop("sys", "_boot"), {}).update(kv)
         elif l.startswith("FIOJSON full "):
             fio = json.loads(l.split(" ", 2)[2])
-    if proc.returncode != 0 or "done" not in wb.get("_boot", {}):
-        print("  %s: guest exited %d (log %s)" % (phase, proc.returncode, log), flush=True)
+    if rc != 0 or "done" not in wb.get("_boot", {}):
+        print("  %s: guest exited %d (log %s)" % (phase, rc, log), flush=True)
     return wb, fio
 
 
