@@ -1,8 +1,9 @@
 # Guest side of make bench (busybox sh, sourced after /test/lib.sh).
 # Set by the host: LAYOUT (raid5|raid1), SYSTEMS (list), RT (s per job),
-# SIZE (job region), DRAIN_MB, JOBS (list of fio job names).
+# SIZE (job region), DRAIN_MB, JOBS (list of fio job names), REPEATS
+# (runs of each timed job per system).
 # Prints PROGRESS lines, BENCH sys=.. key=value lines and one
-# "FIOJSON sys job {json}" line per fio run.
+# "FIOJSON sys job repeat {json}" line per fio run.
 set +e
 dmesg -n 1
 insmod /lib/modules/extra/dm-pmemcache.ko || echo "PROGRESS no dm-pmemcache.ko"
@@ -15,7 +16,9 @@ cpu_ticks() { awk '/^cpu /{print $2+$3+$4+$7+$8+$9, $2+$3+$4+$5+$6+$7+$8+$9}' /p
 # kernel+anon RAM in use, kB (what is neither free nor page cache)
 mem_used() { awk '/^MemTotal:/{t=$2} /^MemFree:/{f=$2} /^Buffers:/{b=$2} /^Cached:/{c=$2} END{print t-f-b-c}' /proc/meminfo; }
 mem_free() { awk '/^MemFree:/{print $2}' /proc/meminfo; }
-slab() { awk '/^Slab:/{print $2}' /proc/meminfo; }
+# what the kernel's allocators hand out, kB: slab + vmalloc + per-cpu
+# (not disturbed by page cache or by user memory, unlike mem_used)
+kern_kb() { awk '/^(Slab|VmallocUsed|Percpu):/{k+=$2} END{print k}' /proc/meminfo; }
 
 members() { [ $LAYOUT = raid5 ] && echo "/dev/vda /dev/vdb /dev/vdc /dev/vdd" || echo "/dev/vda /dev/vdb"; }
 md_up() {
@@ -108,11 +111,11 @@ dirty_state() {
 	esac
 }
 
-run_fio() {	# sys job
+run_fio() {	# sys job repeat
 	export DEV DRAIN_SIZE DRAIN_OFF RT SIZE
 	fio --output-format=json --output=/tmp/fio.json /test/bench/$2.fio >/tmp/fio.err 2>&1 ||
 		{ echo "PROGRESS $1 $2 fio failed: $(head -c 300 /tmp/fio.err | tr '\n' ' ')"; return 1; }
-	echo "FIOJSON $1 $2 $(tr -d '\n\t' < /tmp/fio.json)"
+	echo "FIOJSON $1 $2 $3 $(tr -d '\n\t' < /tmp/fio.json)"
 }
 
 for sys in $SYSTEMS; do
@@ -125,7 +128,7 @@ for sys in $SYSTEMS; do
 	if [ $want != $NS ]; then ns_mode $want; NS=$want; fi
 	memmap_kb=$((mf0 - $(mem_free)))
 	sync; echo 3 > /proc/sys/vm/drop_caches
-	u0=$(mem_used); s0=$(slab)
+	u0=$(mem_used); k0=$(kern_kb)
 	t0=$(now)
 	setup $sys
 	if [ -z "$DEV" ] || [ ! -b "$DEV" ]; then
@@ -133,9 +136,9 @@ for sys in $SYSTEMS; do
 		echo "BENCH sys=$sys skipped=1"
 		teardown $sys; continue
 	fi
-	u1=$(mem_used); s1=$(slab)
+	u1=$(mem_used); k1=$(kern_kb)
 	echo "PROGRESS $LAYOUT/$sys: set up on $DEV in $(awk "BEGIN{printf \"%.1f\", $(now)-$t0}") s"
-	echo "BENCH sys=$sys dev=$DEV ns=$NS memmap_kb=$memmap_kb setup_used_kb=$((u1 - u0)) setup_slab_kb=$((s1 - s0))"
+	echo "BENCH sys=$sys dev=$DEV ns=$NS memmap_kb=$memmap_kb setup_used_kb=$((u1 - u0)) setup_kern_kb=$((k1 - k0))"
 	for job in $JOBS; do
 		[ $job = drain ] && { [ $sys = raw ] || [ $sys = journal ]; } || echo "PROGRESS $LAYOUT/$sys: $job"
 		if [ $job = drain ] && { [ $sys = raw ] || [ $sys = journal ]; }; then
@@ -144,10 +147,10 @@ for sys in $SYSTEMS; do
 			drain_all $sys >/dev/null 2>&1
 			[ $sys = bcache ] && echo 0 > /sys/block/bcache0/bcache/writeback_running
 			sync; echo 3 > /proc/sys/vm/drop_caches
-			u2=$(mem_used); s2=$(slab)
-			run_fio $sys drain_fill
-			u3=$(mem_used); s3=$(slab)
-			echo "BENCH sys=$sys fill_used_kb=$((u3 - u2)) fill_slab_kb=$((s3 - s2)) fill_mb=$DRAIN_MB $(dirty_state $sys)"
+			u2=$(mem_used); k2=$(kern_kb)
+			run_fio $sys drain_fill 1
+			u3=$(mem_used); k3=$(kern_kb)
+			echo "BENCH sys=$sys fill_used_kb=$((u3 - u2)) fill_kern_kb=$((k3 - k2)) fill_mb=$DRAIN_MB $(dirty_state $sys)"
 			set -- $(cpu_ticks); b0=$1 a0=$2
 			t0=$(now)
 			drain_all $sys >/dev/null 2>&1
@@ -155,7 +158,8 @@ for sys in $SYSTEMS; do
 			set -- $(cpu_ticks)
 			echo "BENCH sys=$sys drain_s=$(awk "BEGIN{print $t1-$t0}") drain_cpu_ticks=$(($1 - b0)) drain_total_ticks=$(($2 - a0)) $(dirty_state $sys | sed 's/=/_after=/g')"
 		else
-			run_fio $sys $job
+			r=1
+			while [ $r -le $REPEATS ]; do run_fio $sys $job $r; r=$((r + 1)); done
 		fi
 	done
 	[ $sys = journal ] && echo "BENCH sys=$sys journal_mode=$(cat /sys/block/md0/md/journal_mode)"

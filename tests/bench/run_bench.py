@@ -7,7 +7,10 @@ from a fresh state (md re-created, pmem metadata zeroed). Results: raw fio
 JSON and guest figures in docs/bench/, tables in docs/benchmarks.md, plots
 in docs/bench/*.png (tests/bench/report.py).
 
-BENCH_QUICK=1: short runtimes and a small drain, for development.
+Every timed job runs BENCH_REPEATS times (3) per system; the report
+shows the median and the spread of the repeats.
+
+BENCH_QUICK=1: short runtimes, one repeat and a small drain, for development.
 BENCH_MODELS / BENCH_LAYOUTS: restrict (e.g. BENCH_MODELS=hdd).
 """
 import json
@@ -30,6 +33,7 @@ QUICK = os.environ.get("BENCH_QUICK") == "1"
 RT = int(os.environ.get("BENCH_RUNTIME", "2" if QUICK else "4"))
 DRAIN_MB = int(os.environ.get("BENCH_DRAIN_MB", "32" if QUICK else "128"))
 SIZE = os.environ.get("BENCH_SIZE", "256M")
+REPEATS = int(os.environ.get("BENCH_REPEATS", "1" if QUICK else "3"))
 JOBS = ["drain", "qd1_fsync", "qd32_4jobs", "zipf_rw", "seq128k"]
 # HDD-like members: 150 IOPS and 150 MiB/s per disk.
 MODELS = {"hdd": "150:157286400", "fast": None}
@@ -48,11 +52,12 @@ def run_boot(model, layout, systems):
     state = Path(tempfile.mkdtemp(prefix="bench-%s-%s." % (model, layout), dir=KCACHE))
     vm = VM("bench-%s-%s" % (model, layout), state)
     script = ("LAYOUT=%s\nSYSTEMS='%s'\nRT=%d\nSIZE=%s\nDRAIN_MB=%d\nDRAIN_CAP=%d\nJOBS='%s'\n"
-              % (layout, " ".join(systems), RT, SIZE, DRAIN_MB, 300, " ".join(JOBS)))
+              "REPEATS=%d\n" % (layout, " ".join(systems), RT, SIZE, DRAIN_MB, 300,
+                                 " ".join(JOBS), REPEATS))
     script += (HERE / "guest_bench.sh").read_text()
     files = [(f, "/test/bench/" + f.name) for f in sorted(HERE.glob("*.fio"))]
     log = vm._log_path()
-    cmd = vm.command(script, files=files, timeout=2400, disks=6, disk_size=1024,
+    cmd = vm.command(script, files=files, timeout=2400 * REPEATS, disks=6, disk_size=1024,
                      pmem_size=1024, throttle=MODELS[model], log=log)
     rc, console = run_guest(cmd, log, model + "/")
     subprocess.run(["rm", "-rf", str(state)])
@@ -79,12 +84,13 @@ def run_guest(cmd, log, label):
 
 
 def parse(console):
+    """fio: {system: {"job-rN": fio JSON}}, bench: {system: {key: value}}."""
     fio, bench = {}, {}
     for l in console.splitlines():
         if l.startswith("FIOJSON "):
-            _, sys_, job, blob = l.split(" ", 3)
+            _, sys_, job, rep, blob = l.split(" ", 4)
             try:
-                fio.setdefault(sys_, {})[job] = json.loads(blob)
+                fio.setdefault(sys_, {})["%s-r%s" % (job, rep)] = json.loads(blob)
             except ValueError as e:
                 print("  bad fio JSON for %s %s: %s" % (sys_, job, e), flush=True)
         elif l.startswith("BENCH "):
@@ -113,7 +119,7 @@ def host_info():
 
 def main():
     OUT.mkdir(parents=True, exist_ok=True)
-    results = {"settings": {"quick": QUICK, "runtime_s": RT, "size": SIZE, "drain_mb": DRAIN_MB,
+    results = {"settings": {"quick": QUICK, "runtime_s": RT, "repeats": REPEATS, "size": SIZE, "drain_mb": DRAIN_MB,
                             "models": MODELS, "layouts": LAYOUTS, "jobs": JOBS,
                             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                             "host": host_info()},
@@ -127,6 +133,8 @@ def main():
             console, rc = run_boot(model, layout, systems)
             fio, bench = parse(console)
             key = "%s-%s" % (model, layout)
+            for old in OUT.glob(key + "-*.json"):
+                old.unlink()
             for sys_, jobs in fio.items():
                 for job, j in jobs.items():
                     (OUT / ("%s-%s-%s.json" % (key, sys_, job))).write_text(
@@ -136,6 +144,9 @@ def main():
                                                         for s in fio for j in fio[s])}
             (OUT / "results.json").write_text(json.dumps(results, indent=1))
             print("== %s done (rc %d), %.0f s so far" % (key, rc, time.time() - t_all), flush=True)
+    results["settings"]["loadavg_end"] = host_info()["loadavg"]
+    results["settings"]["minutes"] = round((time.time() - t_all) / 60, 1)
+    (OUT / "results.json").write_text(json.dumps(results, indent=1))
     subprocess.run([sys.executable, str(HERE / "report.py")], check=True)
 
 
