@@ -400,6 +400,13 @@ bad:
 	return r;
 }
 
+/* DRAM that grows with the cache: the index and the writeback sweep. */
+static u64 pmc_ram_bytes(const struct pmemcache *pc)
+{
+	return pmc_index_ram_bytes(&pc->idx) +
+	       (u64)pc->sweep.cap * sizeof(*pc->sweep.c);
+}
+
 static void pmc_status(struct dm_target *ti, status_type_t type,
 		       unsigned int status_flags, char *result,
 		       unsigned int maxlen)
@@ -413,7 +420,7 @@ static void pmc_status(struct dm_target *ti, status_type_t type,
 
 	switch (type) {
 	case STATUSTYPE_INFO:
-		ram10 = div64_u64(pmc_index_ram_bytes(&pc->idx) * 10 + n - 1, n);
+		ram10 = div64_u64(pmc_ram_bytes(pc) * 10 + n - 1, n);
 		DMEMIT("%llu %llu %llu %llu ", n, dirty, nfree,
 		       n - nfree - min(n - nfree, dirty));
 		DMEMIT("%lld %lld %lld ", atomic64_read(&s->read_hits),

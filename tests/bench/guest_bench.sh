@@ -149,6 +149,7 @@ for sys in $SYSTEMS; do
 			sync; echo 3 > /proc/sys/vm/drop_caches
 			u2=$(mem_used); k2=$(kern_kb)
 			run_fio $sys drain_fill 1
+			echo 3 > /proc/sys/vm/drop_caches
 			u3=$(mem_used); k3=$(kern_kb)
 			echo "BENCH sys=$sys fill_used_kb=$((u3 - u2)) fill_kern_kb=$((k3 - k2)) fill_mb=$DRAIN_MB $(dirty_state $sys)"
 			set -- $(cpu_ticks); b0=$1 a0=$2

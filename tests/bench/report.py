@@ -179,7 +179,7 @@ def main():
             if p and w:
                 head.append("| %s | %s | QD32x4 IOPS vs dm-writecache | >= 2.0x | %s |" % (
                     key, pmc, ratio(p["iops"], w["iops"])))
-    ram = ram_rows(runs, st["drain_mb"])
+    ram = ram_rows(runs)
     for key, sys_, per_block, _ in ram:
         if sys_.startswith("pmc"):
             head.append("| %s | %s | DRAM bytes per cached 4 KiB block | <= 16 | %s |"
@@ -273,14 +273,16 @@ def main():
         "MemFree − Buffers − Cached, which also sees pages taken straight from the page "
         "allocator but carries about ±1 MiB of noise. Set-up is the delta across creating the "
         "cache, minus the same delta for the bare md array of that boot, for 1 GiB of pmem "
-        "(262 144 blocks of 4 KiB); fill is the allocators' delta across writing the %d MiB "
-        "drain, scaled to one cached GiB. The fsdax memmap is the MemFree drop of `ndctl "
+        "(262 144 blocks of 4 KiB). The fsdax memmap is the MemFree drop of `ndctl "
         "create-namespace -m fsdax -M mem`; with `-M dev` it lives on pmem. Per cached GiB = "
-        "set-up (allocators) + memmap + fill. dm-pmemcache also reports its own index size "
+        "set-up (allocators) + memmap. *Fill* is the allocators' delta across writing the %d MiB "
+        "of the drain job: none of these caches allocates per cached block, and what shows there "
+        "(about the same for every system) is fio's and the block layer's slab caches. "
+        "dm-pmemcache also reports its own index size "
         "(status field ram_bytes_per_block). bcache keeps its btree nodes in pages from the page "
         "allocator: for bcache only the *used* column sees them.\n" % st["drain_mb"])
-    add("| boot | system | set-up MiB, allocators | set-up MiB, used | memmap MiB | fill MiB per "
-        "GiB | DRAM per cached GiB, MiB | bytes per 4 KiB block | self-reported |\n"
+    add("| boot | system | set-up MiB, allocators | set-up MiB, used | memmap MiB | fill MiB "
+        "| DRAM per cached GiB, MiB | bytes per 4 KiB block | self-reported |\n"
         "|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for key, sys_, per_block, row in ram:
         add("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
@@ -329,7 +331,7 @@ def behind(data, runs, res, cpu, ram):
     return out
 
 
-def ram_rows(runs, drain_mb):
+def ram_rows(runs):
     """(boot, system, DRAM bytes per cached 4 KiB block, parts in MiB) per cache."""
     rows = []
     for key, run in runs.items():
@@ -344,10 +346,10 @@ def ram_rows(runs, drain_mb):
                    "setup_used": (fnum(v["setup_used_kb"]) - fnum(raw["setup_used_kb"])) / 1024.0,
                    "memmap": max(fnum(v.get("memmap_kb")) or 0, 0) / 1024.0
                    if sys_ == "wc-mem" else 0.0,
-                   "fill": (fnum(v.get("fill_kern_kb")) or 0) / 1024.0 * 1024 / drain_mb}
+                   "fill": (fnum(v.get("fill_kern_kb")) or 0) / 1024.0}
             if "ram_bytes_per_block" in v:
                 row["self"] = v["ram_bytes_per_block"]
-            mib = row["setup"] + row["memmap"] + max(row["fill"], 0)
+            mib = row["setup"] + row["memmap"]
             rows.append((key, sys_, mib * 2**20 / (PMEM_MIB * 256), row))
     return rows
 
