@@ -46,6 +46,7 @@ def metrics(runs, job):
         m[field] = statistics.median(vals) if vals else None
     iops = [e["iops"] for e in each]
     m["spread"] = max(iops) / min(iops) if min(iops) > 0 else None
+    m["iops_min"], m["iops_max"] = min(iops), max(iops)
     m["n"] = len(each)
     return m
 
@@ -380,7 +381,10 @@ def spread_note(data):
     worst = spreads[-1]
     return ("Spread of the repeats (highest / lowest IOPS of one job on one system): median "
             "%.2fx over %d jobs, 90th percentile %.2fx, widest %.2fx (%s, %s, %s). A ratio "
-            "between two systems closer to 1.0x than that is within the noise.\n"
+            "between two systems closer to 1.0x than that is within the noise. Part of the spread is "
+            "not noise: the repeats run back to back on the same cache, whose state moves on "
+            "between them (the first 128 KiB sequential run allocates cache blocks, the later "
+            "ones overwrite cached blocks; dirty data builds up towards the watermarks).\n"
             % (statistics.median(s[0] for s in spreads), len(spreads),
                spreads[int(0.9 * (len(spreads) - 1))][0], worst[0], worst[1], worst[2], worst[3]))
 
@@ -408,15 +412,26 @@ def plot(job, title, data, res):
                   for s in systems]
         for row, (field, label) in enumerate([("iops", "IOPS"), ("p99", "write p99 (µs)")]):
             ax = axes[row][col]
-            ax.bar(range(len(systems)), [m[field] or 0 for m in ms], color=colors)
+            vals = [m[field] or 0 for m in ms]
+            err = None
+            if field == "iops":		# the repeats' lowest and highest
+                err = [[m["iops"] - m["iops_min"] for m in ms],
+                       [m["iops_max"] - m["iops"] for m in ms]]
+            ax.bar(range(len(systems)), vals, color=colors, yerr=err, capsize=2)
+            ax.set_yscale("log")
+            # bars from well below the lowest value, so that their heights compare
+            positive = [v for v in vals if v > 0] + [e for e in (err and [
+                m["iops_min"] for m in ms] or []) if e > 0]
+            if positive:
+                ax.set_ylim(bottom=min(positive) / 3)
             ax.set_xticks(range(len(systems)))
             ax.set_xticklabels(systems if row == 1 else [], rotation=45, ha="right", fontsize=8)
-            ax.set_yscale("log")
             if row == 0:
                 ax.set_title(key, fontsize=9)
             if col == 0:
                 ax.set_ylabel(label)
-    fig.suptitle("%s\n(TCG guest: compare within a column only)" % title, fontsize=9)
+    fig.suptitle("%s\n(TCG guest: compare within a column only; whiskers: lowest and highest "
+                 "repeat)" % title, fontsize=9)
     fig.tight_layout()
     fig.savefig(OUT / ("%s.png" % job), dpi=80)
     plt.close(fig)
