@@ -1,6 +1,6 @@
 import pytest
 
-from vm import VM, BZIMAGE
+from vm import VM, BZIMAGE, REPORT_TALLY, KASAN_KERNEL
 
 
 def pytest_collection_modifyitems(config, items):
@@ -31,6 +31,9 @@ def figures():
 def pytest_terminal_summary(terminalreporter):
     if not FIGURES:
         return
+    kernel = "debug kernel: KASAN, lockdep, kmemleak, DMA-API" if KASAN_KERNEL else "product kernel"
+    FIGURES["kernel reports (%s)" % kernel] = "%d in %d guest boots" % (
+        REPORT_TALLY["reports"], REPORT_TALLY["boots"])
     terminalreporter.section("figures of this run")
     for k, v in FIGURES.items():
         terminalreporter.write_line("%-40s %s" % (k, v))

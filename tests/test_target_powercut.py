@@ -21,6 +21,7 @@ import time
 
 
 from test_target import PRELUDE, parse_status, pmemcache_module  # noqa: F401
+from vm import GuestRun, check_reports
 
 LONG = os.environ.get("PMC_LONG", os.environ.get("LONG", "0")) not in ("", "0")
 CUTS = int(os.environ.get("PMC_POWERCUTS", "50" if LONG else "2"))
@@ -123,6 +124,13 @@ def power_cut(vm, proc):
     vm.power_cut(proc)
 
 
+def cut_console(log):
+    """The console of a boot ended by a power cut, checked for kernel reports."""
+    console = log.read_text(errors="replace")
+    check_reports(GuestRun(None, console, log))
+    return console
+
+
 def wait_for_acks(log, want, seconds=400):
     """Poll the console log of a WRITER boot until it acknowledged `want`
     writes; fail if the writer stopped or is too slow."""
@@ -146,7 +154,7 @@ def one_cut(vm, rng):
         time.sleep(rng.random() * 0.5)
     finally:
         power_cut(vm, proc)
-    console = log.read_text(errors="replace")
+    console = cut_console(log)
     allowed, nacked = expected_sectors(console)
     assert nacked > 0, console[-3000:]
 

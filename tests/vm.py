@@ -34,9 +34,10 @@ def _kasan_kernel():
 # in an interrupt taken during identify_boot_cpu(), at the 5-level direct
 # map address of an irq_desc, before any code of ours runs.  4-level paging
 # avoids it; the product kernel keeps 5-level paging.
-BOOT_APPEND = "no5lvl" if _kasan_kernel() else ""
+KASAN_KERNEL = _kasan_kernel()
+BOOT_APPEND = "no5lvl" if KASAN_KERNEL else ""
 # KASAN, lockdep and kmemleak make a TCG guest about three times slower.
-TIMEOUT_FACTOR = 3 if _kasan_kernel() else 1
+TIMEOUT_FACTOR = 3 if KASAN_KERNEL else 1
 
 # Lines that mean the kernel found something wrong. Boot banners of the
 # debug options ("kmemleak: Kernel memory leak detector initialized",
@@ -104,6 +105,21 @@ class GuestRun:
         return vals[-1]
 
 
+# Guest boots whose console was checked for kernel reports in this run,
+# and the reports found (make test-long prints them, with the kernel).
+REPORT_TALLY = {"boots": 0, "reports": 0}
+
+
+def check_reports(res):
+    """Fail on any kernel report in a guest's console; count the boot."""
+    reports = res.reports()
+    REPORT_TALLY["boots"] += 1
+    REPORT_TALLY["reports"] += len(reports)
+    if reports:
+        raise AssertionError("kernel reported problems (log %s):\n%s\n--- tail ---\n%s"
+                             % (res.log_path, "\n".join(reports[:20]), res.tail()))
+
+
 class VM:
     """A guest with its own state folder (pmem and disk images).
 
@@ -155,9 +171,8 @@ class VM:
                               text=True)
         console = log.read_text(errors="replace") if log.exists() else ""
         res = GuestRun(proc.returncode, console, log)
-        if not allow_reports and res.reports():
-            raise AssertionError("kernel reported problems (log %s):\n%s\n--- tail ---\n%s"
-                                 % (log, "\n".join(res.reports()[:20]), res.tail()))
+        if not allow_reports:
+            check_reports(res)
         if check and res.rc != 0:
             raise AssertionError("guest script exited %d (log %s)\n%s\n--- tail ---\n%s"
                                  % (res.rc, log, proc.stderr.strip(), res.tail()))
