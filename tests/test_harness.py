@@ -1,9 +1,10 @@
 """The VM harness itself: boot, exit status, kernel-report detection."""
+import json
 import re
 
 import pytest
 
-from vm import KBUILD, EXIT_TIMEOUT
+from vm import KBUILD, EXIT_TIMEOUT, GuestRun
 
 
 def test_guest_boots_the_patched_kernel(vm):
@@ -30,3 +31,14 @@ def test_kernel_warning_in_guest_fails_the_run(vm):
 def test_hung_guest_is_killed_by_the_timeout(vm):
     res = vm.run("sleep 600", check=False, timeout=30)
     assert res.rc == EXIT_TIMEOUT
+
+
+def test_kernel_line_inside_a_script_line_is_cut_out():
+    console = ('FIO={"jobs": [{"bw_sampl[   11.045203] hrtimer: interrupt took 9000380 ns\n'
+               'es": 3}]}\n'
+               '[   12.000000] md0: a line of its own\n'
+               'DONE=1\n')
+    res = GuestRun(0, console, None)
+    assert json.loads(res.value("FIO")) == {"jobs": [{"bw_samples": 3}]}
+    assert res.value("DONE") == "1"
+    assert "[   12.000000] md0: a line of its own" in res.output

@@ -72,6 +72,10 @@ def guest_files():
     return files
 
 
+# "[   11.045203] text\n" printed after something else on the same line
+MID_LINE_KERNEL_MSG = re.compile(r"(?<=[^\n])\[ *\d+\.\d+\] [^\n]*\n")
+
+
 @dataclass
 class GuestRun:
     rc: int
@@ -85,9 +89,11 @@ class GuestRun:
 
     @property
     def output(self):
-        """What the script printed (and kernel lines), without the final dmesg dump."""
+        """What the script printed (and kernel lines), without the final dmesg dump.
+        A kernel line that landed in the middle of a script line (TCG's
+        "hrtimer: interrupt took ...") is cut out, joining the two halves."""
         out = re.sub(r"@@DMESG-BEGIN@@.*@@DMESG-END@@\n?", "", self.console, flags=re.S)
-        return out
+        return MID_LINE_KERNEL_MSG.sub("", out)
 
     def reports(self):
         return [l for l in self.console.splitlines() if KERNEL_REPORTS.search(l)]
