@@ -420,8 +420,8 @@ def plot(job, title, data, res):
             ax.bar(range(len(systems)), vals, color=colors, yerr=err, capsize=2)
             ax.set_yscale("log")
             # bars from well below the lowest value, so that their heights compare
-            positive = [v for v in vals if v > 0] + [e for e in (err and [
-                m["iops_min"] for m in ms] or []) if e > 0]
+            lows = [m["iops_min"] for m in ms] if field == "iops" else []
+            positive = [v for v in vals + lows if v > 0]
             if positive:
                 ax.set_ylim(bottom=min(positive) / 3)
             ax.set_xticks(range(len(systems)))
