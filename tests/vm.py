@@ -3,7 +3,7 @@
 One boot per VM.run(). The guest prints its kernel log and the script's
 exit status between markers (qemu/guest-init.sh); this module parses them
 and fails on any kernel report (BUG, WARNING, KASAN, lockdep, kmemleak,
-DMA-API), whether or not the script itself succeeded.
+DMA-API, hung tasks), whether or not the script itself succeeded.
 """
 import fcntl
 import os
@@ -47,7 +47,7 @@ KERNEL_REPORTS = re.compile(
     r"possible circular locking|inconsistent lock state|"
     r"unreferenced object 0x|kmemleak: \d+ new suspected|"
     r"DMA-API: \S+ \S+: |Kernel panic|general protection fault|"
-    r"Call Trace:")
+    r"Call Trace:|blocked for more than \d+ seconds")
 
 EXIT_TIMEOUT = 124
 EXIT_CRASH = 125
