@@ -150,7 +150,7 @@ struct pmemcache {
 	struct pmc_sweep sweep;
 	struct pmc_wb_cand *wb_cand;	/* PMC_WB_PASS, one pass's picks */
 	struct pmc_rate rc;
-	bool flush_all;
+	atomic_t flushers;	/* flush messages waiting for writeback */
 	bool age_pending;
 	bool starved;
 	bool suspended;

@@ -81,7 +81,7 @@ static enum pmc_wb_mode pmc_wb_mode(struct pmemcache *pc, unsigned int *sel)
 	*sel = PMC_SEL_PARTIAL;
 	if (!d)
 		return PMC_WB_IDLE;
-	if (READ_ONCE(pc->flush_all) || READ_ONCE(pc->cleaner) ||
+	if (atomic_read(&pc->flushers) || READ_ONCE(pc->cleaner) ||
 	    READ_ONCE(pc->starved) || d * 100 >= (u64)pc->high_wm * n)
 		return PMC_WB_FULL;
 	if (READ_ONCE(pc->age_pending)) {
@@ -434,19 +434,24 @@ static void pmc_age_work(struct work_struct *work)
 				   msecs_to_jiffies(max(pc->max_age_ms / 2, 1U)));
 }
 
+/*
+ * Write back every dirty block (the flush message, flush_on_suspend).
+ * Flushes may run concurrently: each one counts itself in pc->flushers,
+ * so one that is interrupted never stops writeback for the others.
+ */
 int pmc_writeback_all(struct pmemcache *pc)
 {
 	u64 errors = atomic64_read(&pc->st.wb_errors);
 	long r;
 
-	WRITE_ONCE(pc->flush_all, true);
+	atomic_inc(&pc->flushers);
 	pmc_writeback_kick(pc);
 	r = wait_event_interruptible(pc->wb_wait,
 				     (!atomic64_read(&pc->n_dirty) &&
 				      !atomic_read(&pc->wb_inflight)) ||
 				     atomic64_read(&pc->st.wb_errors) != errors ||
 				     READ_ONCE(pc->suspended));
-	WRITE_ONCE(pc->flush_all, false);
+	atomic_dec(&pc->flushers);
 	if (r)
 		return r;
 	if (atomic64_read(&pc->n_dirty) || atomic_read(&pc->wb_inflight))
@@ -492,6 +497,7 @@ int pmc_writeback_init(struct pmemcache *pc)
 	INIT_DELAYED_WORK(&pc->age_work, pmc_age_work);
 	INIT_WORK(&pc->endio_work, pmc_wb_endio_work);
 	atomic_set(&pc->wb_inflight, 0);
+	atomic_set(&pc->flushers, 0);
 	pc->suspended = true;
 
 	pc->wq = alloc_workqueue("dm-pmemcache", WQ_MEM_RECLAIM | WQ_UNBOUND, 0);
