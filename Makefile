@@ -61,11 +61,13 @@ test: kernel image
 		-n $(TEST_JOBS) tests
 
 # The long forms: >= 10,000 crash states of the host model, >= 50 VM power
-# cuts, 2,000 fuzzed tables and 600 messages; the figures are printed
-# together at the end.
+# cuts, >= 200 cuts over the volatile origin, the durability mutants,
+# 2,000 fuzzed tables and 600 messages; the figures are printed together
+# at the end.
 test-long: kernel image
 	@PMC_LONG=1 KCACHE=$(KCACHE) KBUILD=$(KBUILD) $(PYTEST) -p no:cacheprovider -ra \
 		tests/test_crash_model.py tests/test_target_powercut.py \
+		tests/test_durability.py \
 		tests/test_bad_input.py::test_fuzzed_tables_and_messages_are_refused
 
 # The demo runs on fresh images each time.
