@@ -97,7 +97,7 @@ EOF
 		fi
 		for args in "--seed 1" "--seed 2" "--seed 3" "--ops 600 --seed 2"; do
 			# shellcheck disable=SC2086
-			("$tmp/host/crash_model" --ops 300 $args) >> "$log" 2>&1
+			timeout 900 "$tmp/host/crash_model" --ops 300 $args >> "$log" 2>&1
 		done
 		# a VIOLATION line, not just a failed assertion of the model
 		grep -q "^VIOLATION" "$log" && verdict=caught

@@ -227,9 +227,10 @@ def boot_script(mode, first, ko, write=None):
 
 
 def statuses(output):
-    """(evictions, status dict) of every ST line."""
+    """(evictions, status dict) of every whole ST line (the guest may be
+    in the middle of printing the last one)."""
     out = []
-    for m in re.finditer(r"^ST (\d*) (\S+ \S+ pmemcache .*?)\r?$", output, re.M):
+    for m in re.finditer(r"^ST (\d*) (\S+ \S+ pmemcache [^\n]*?)\r?\n", output, re.M):
         out.append((int(m.group(1) or 0), parse_status(m.group(2))))
     return out
 
@@ -381,7 +382,7 @@ def test_power_cuts_over_a_volatile_origin(vm, guest_tools, figures, tmp_path):
             check_results(out, "ORIGIN")
             model.resolve(out[:out.index("CHECK_DONE=1")])
         model.apply(out, boot)
-        vols = re.findall(r"^VOL (\d+) ", out, re.M)
+        vols = re.findall(r"^VOL (\d+) .*\n", out, re.M)
         held += int(vols[-1]) if vols else 0
 
     # the last cut's writes, then the whole working set, through the
