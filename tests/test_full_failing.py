@@ -1,0 +1,95 @@
+"""Odd tables, a full cache and a failing origin (issue 15, and two
+defects of issue 14 in the same paths).
+
+- tables shorter than one block, not a multiple of a block, or shorter
+  than an earlier table of the same cache are served: every writeback
+  trigger (flush, cleaner, high_watermark 0, max_age) cleans them, and
+  dirty blocks beyond the end of a shorter table are written back;
+"""
+from test_target import parse_status, pmemcache_module, run  # noqa: F401
+
+WAIT_CLEAN = r"""
+# wait_clean WHAT: until no block is dirty (at most 60 s)
+wait_clean() {
+	n=0
+	while [ "$(dmsetup status pc | awk '{print $5}')" != 0 ]; do
+		[ $n -lt 120 ] || die "$1: blocks stay dirty"
+		sleep 0.5
+		n=$((n + 1))
+	done
+}
+"""
+
+# 512 B writes at sectors 0, 3, 6 and 1 of a 7-sector target
+SEC = "--rw=write --bs=512 --size=512 --offset=%d"
+# the last, partial block of an 803-sector target, and the 100 before it
+TAIL = "--rw=write --bs=512 --size=1536 --offset=409600"
+HEAD = "--rw=write --bs=4k --size=400k --offset=0"
+
+
+def test_short_tables_are_served(vm):
+    res = run(vm, WAIT_CLEAN + r"""
+pmc_init
+md_make md0 raid1 2 a
+sz=$(blockdev --getsz /dev/md0)
+far=$(( (sz / 8 - 1024) * 4096 ))
+echo "FAR=$far"
+
+# shorter than one block: every writeback trigger
+dm_create pc "0 7 pmemcache /dev/md0 /dev/pmem0 4096 0" || die "create 7"
+fio_job s0 /dev/mapper/pc %(s0)s
+timeout 60 dmsetup message pc 0 flush || die "flush, 7 sectors"
+status 1
+fio_job s3 /dev/mapper/pc %(s3)s
+dmsetup message pc 0 cleaner || die cleaner
+wait_clean cleaner
+dmsetup message pc 0 nocleaner || die nocleaner
+fio_job s6 /dev/mapper/pc %(s6)s
+dmsetup message pc 0 low_watermark 0 || die "low_watermark 0"
+dmsetup message pc 0 high_watermark 0 || die "high_watermark 0"
+wait_clean "high_watermark 0"
+dmsetup reload pc --table "0 7 pmemcache /dev/md0 /dev/pmem0 4096 2 max_age 500" || die "reload max_age"
+dmsetup resume pc || die "resume max_age"
+fio_job s1 /dev/mapper/pc %(s1)s
+wait_clean max_age
+status 2
+dmsetup remove pc
+fio_check s0 /dev/md0 %(s0)s
+fio_check s3 /dev/md0 %(s3)s
+fio_check s6 /dev/md0 %(s6)s
+fio_check s1 /dev/md0 %(s1)s
+
+# not a multiple of a block: the last block is partly addressable
+dm_create pc "0 803 pmemcache /dev/md0 /dev/pmem0 4096 4 high_watermark 100 low_watermark 100" || die "create 803"
+fio_job tail /dev/mapper/pc %(tail)s
+fio_job head /dev/mapper/pc %(head)s
+timeout 60 dmsetup message pc 0 flush || die "flush, 803 sectors"
+status 3
+dmsetup remove pc
+fio_check tail /dev/md0 %(tail)s
+fio_check head /dev/md0 %(head)s
+
+# shorter than the table before it: its dirty blocks beyond the new end
+# are kept and written back
+dm_create pc "$(pmc_table md0 '4 high_watermark 100 low_watermark 100')" || die "create full"
+fio_job far /dev/mapper/pc --rw=randwrite --bs=4k --size=4m --offset=$far
+status 4
+dmsetup reload pc --table "0 8 pmemcache /dev/md0 /dev/pmem0 4096 4 high_watermark 100 low_watermark 100" || die "reload 8"
+dmsetup resume pc || die "resume 8"
+status 5
+timeout 120 dmsetup message pc 0 flush || die "flush, 8 sectors"
+status 6
+dmsetup remove pc
+fio_check far /dev/md0 --rw=randwrite --bs=4k --size=4m --offset=$far
+""" % dict(
+        s0=SEC % 0, s3=SEC % 1536, s6=SEC % 3072, s1=SEC % 512,
+        tail=TAIL, head=HEAD),
+        timeout=600)
+    s = {i: parse_status(res.value("STATUS%d" % i)) for i in range(1, 7)}
+    assert s[1]["dirty"] == 0 and s[1]["wb_errors"] == 0, s[1]
+    assert s[2]["dirty"] == 0 and s[2]["write_hits"] == 1, s[2]
+    assert s[3]["dirty"] == 0 and s[3]["write_new"] + s[3]["write_hits"] == 103, s[3]
+    assert s[4]["dirty"] == 1024, s[4]
+    assert s[5]["dirty"] == 1024, s[5]
+    assert s[6]["dirty"] == 0 and s[6]["wb_errors"] == 0, s[6]
+    assert res.values("VERIFY_OK") == ["s0", "s3", "s6", "s1", "tail", "head", "far"]
