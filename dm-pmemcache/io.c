@@ -45,9 +45,13 @@ static bool pmc_have_free(struct pmemcache *pc)
 }
 
 /*
- * Evict up to @want clean blocks (clock order).  Their records are made
- * durably FREE before the slots go on the free list: a slot's data may
- * only be overwritten when no live record points at it.
+ * Evict up to @want clean blocks (clock order).  Each record is made
+ * durably FREE before its stripe lock is dropped (E2): once the block is
+ * out of the index, another CPU may send a write of it around the cache
+ * and acknowledge it, and a FREE store still pending on this CPU would
+ * then leave the old CLEAN record live over the newer origin data after a
+ * power cut.  That also covers the free list: a slot's data may only be
+ * overwritten when no live record points at it.
  */
 unsigned int pmc_evict_clean(struct pmemcache *pc, unsigned int want)
 {
@@ -76,16 +80,14 @@ unsigned int pmc_evict_clean(struct pmemcache *pc, unsigned int want)
 		/* Re-check under the lock: it may have changed. */
 		if (READ_ONCE(pc->idx.slot[s]) == v && !atomic_read(&st->pinned)) {
 			pmc_meta_evict(&pc->meta, &pc->idx, s);
+			pmc_meta_fence(PMC_P_FREE);
 			victims[got++] = s;
 		}
 		up_write(&st->lock);
 		if (!(scanned & 1023))
 			cond_resched();
 	}
-	if (got) {
-		pmc_meta_fence(PMC_P_FREE);
-		pmc_free_slots(pc, victims, got);
-	}
+	pmc_free_slots(pc, victims, got);
 	mutex_unlock(&pc->evict_lock);
 	return got;
 }
