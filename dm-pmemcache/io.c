@@ -99,26 +99,30 @@ unsigned int pmc_evict_clean(struct pmemcache *pc, unsigned int want)
 u32 pmc_alloc_slot(struct pmemcache *pc, unsigned int wait_ms)
 {
 	unsigned long deadline = jiffies + msecs_to_jiffies(wait_ms);
-	bool waited = false;
+	bool waited = false, expired = false;
 	u32 s;
 
 	for (;;) {
 		s = pmc_pop_free(pc);
 		if (s != PMC_NO_SLOT)
-			return s;
+			break;
 		if (pmc_evict_clean(pc, 32))
 			continue;
 		if (!waited)
 			atomic64_inc(&pc->st.full_waits);
 		waited = true;
 		if (wait_ms && time_after_eq(jiffies, deadline))
-			return PMC_NO_SLOT;
+			break;
 		WRITE_ONCE(pc->starved, true);
 		pmc_writeback_kick(pc);
-		wait_event_timeout(pc->free_wait, pmc_have_free(pc),
-				   wait_ms ? max_t(long, deadline - jiffies, 1) :
-					     HZ / 10);
+		if (!wait_event_timeout(pc->free_wait, pmc_have_free(pc),
+					wait_ms ? max_t(long, deadline - jiffies, 1) :
+						  HZ / 10) && wait_ms)
+			expired = true;
 	}
+	if (expired)
+		atomic64_inc(&pc->st.full_timeouts);
+	return s;
 }
 
 /* ---- bio <-> pmem copies -------------------------------------------- */

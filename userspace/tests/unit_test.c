@@ -27,10 +27,10 @@ static int failures, cases;
 	}								\
 } while (0)
 
-#define STATUS_TAIL " 64 450 48 3 9 2 1"
+#define STATUS_TAIL " 64 450 48 3 9 2 1 5 4 17"
 #define STATUS_OK "1000 10 900 90 5 1 7 3 11 0 2 4 6 24576 8 32768 1 0 0 12.1 bounce -" STATUS_TAIL
 
-static void status_parses_all_29_fields(void)
+static void status_parses_all_32_fields(void)
 {
 	struct pmc_status s;
 
@@ -47,6 +47,7 @@ static void status_parses_all_29_fields(void)
 	CHECK(s.wb_rate == 64 && s.wb_target == 450 && s.stripe_blocks == 48);
 	CHECK(s.wb_full_stripes == 3 && s.wb_flushes == 9);
 	CHECK(s.full_waits == 2 && s.full_around == 1);
+	CHECK(s.full_through == 5 && s.full_timeouts == 4 && s.bad_slots == 17);
 }
 
 static void status_rejects_wrong_field_count(void)
@@ -72,7 +73,7 @@ static void status_reads_cleaner_mode(void)
 {
 	struct pmc_status s;
 
-	CHECK(!pmc_status_parse("8 0 8 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 16.0 pfn cleaner 0 3 1 0 0 0 0", &s));
+	CHECK(!pmc_status_parse("8 0 8 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 16.0 pfn cleaner 0 3 1 0 0 0 0 0 0 0", &s));
 	CHECK(s.cleaner && !strcmp(s.route, "pfn"));
 }
 
@@ -236,7 +237,7 @@ static void readonly_image_never_changes(void)
 int main(void)
 {
 	void (*tests[])(void) = {
-		status_parses_all_29_fields, status_rejects_wrong_field_count,
+		status_parses_all_32_fields, status_rejects_wrong_field_count,
 		status_rejects_bad_words, status_reads_cleaner_mode,
 		table_keeps_features, dm_line_splits, json_schema_is_stable,
 		json_rate_is_null_when_not_measured, numbers_parse_strictly,
