@@ -39,6 +39,34 @@ static u32 pmc_pop_free(struct pmemcache *pc)
 	return s;
 }
 
+/* Is the data or the record of @slot on the pmem disk's badblocks list? */
+static bool pmc_slot_on_badblocks(struct pmemcache *pc, u32 slot)
+{
+	return pmc_pmem_range_bad(pc, pmc_meta_data_offset(&pc->meta, slot),
+				  pc->block_size) ||
+	       pmc_pmem_range_bad(pc, PMC_RECORDS_OFFSET +
+				  (u64)slot * PMC_RECORD_SIZE, PMC_RECORD_SIZE);
+}
+
+/*
+ * A free slot that is not on the badblocks list: a write there would be
+ * acknowledged, then fail every read and never be written back.  Slots
+ * that are, are taken out of use until the cache is loaded again.
+ */
+static u32 pmc_pop_usable(struct pmemcache *pc)
+{
+	u32 s;
+
+	while ((s = pmc_pop_free(pc)) != PMC_NO_SLOT &&
+	       pmc_slot_on_badblocks(pc, s)) {
+		WRITE_ONCE(pc->idx.slot[s], pmc_slot_pack(0, 0, PMC_SF_BAD));
+		atomic64_inc(&pc->bad_slots);
+		DMWARN_LIMIT("%s: cache block %u is on the pmem badblocks list: not used",
+			     pc->pmem_dev->name, s);
+	}
+	return s;
+}
+
 static bool pmc_have_free(struct pmemcache *pc)
 {
 	return READ_ONCE(pc->idx.n_free) != 0;
@@ -94,7 +122,8 @@ unsigned int pmc_evict_clean(struct pmemcache *pc, unsigned int want)
 
 /*
  * A free slot, or PMC_NO_SLOT once @wait_ms passed without one (0: wait
- * for ever).  Kicks writeback and eviction while it waits.
+ * for ever).  Kicks writeback and eviction while it waits.  Never a slot
+ * on the pmem badblocks list.
  */
 u32 pmc_alloc_slot(struct pmemcache *pc, unsigned int wait_ms)
 {
@@ -103,7 +132,7 @@ u32 pmc_alloc_slot(struct pmemcache *pc, unsigned int wait_ms)
 	u32 s;
 
 	for (;;) {
-		s = pmc_pop_free(pc);
+		s = pmc_pop_usable(pc);
 		if (s != PMC_NO_SLOT)
 			break;
 		if (pmc_evict_clean(pc, 32))

@@ -5,6 +5,9 @@ defects of issue 14 in the same paths).
   than an earlier table of the same cache are served: every writeback
   trigger (flush, cleaner, high_watermark 0, max_age) cleans them, and
   dirty blocks beyond the end of a shorter table are written back;
+- a slot whose data or record is on the pmem disk's badblocks list is
+  never handed out (issue 14): writes land beside it, read back, and are
+  written back;
 """
 from test_target import parse_status, pmemcache_module, run  # noqa: F401
 
@@ -93,3 +96,34 @@ fio_check far /dev/md0 --rw=randwrite --bs=4k --size=4m --offset=$far
     assert s[5]["dirty"] == 1024, s[5]
     assert s[6]["dirty"] == 0 and s[6]["wb_errors"] == 0, s[6]
     assert res.values("VERIFY_OK") == ["s0", "s3", "s6", "s1", "tail", "head", "far"]
+
+
+NEW = "--rw=randwrite --bs=4k --size=64k --offset=1m"
+
+
+def test_no_slot_on_pmem_badblocks(vm):
+    """A fresh cache hands out slots 0, 1, ...: the data of slots 0-63
+    and the records of slots 64-79 are put on the badblocks list, then 16
+    blocks are written."""
+    res = run(vm, r"""
+pmc_init
+md_make md0 raid1 2 a
+dm_create pc "$(pmc_table md0 '4 high_watermark 100 low_watermark 100')" || die create
+doff=$(dd if=/dev/pmem0 bs=4096 count=1 iflag=direct 2>/dev/null | od -An -tu8 -j104 -N8 | tr -d ' ')
+# ascending, in pieces of at most 512 sectors (see test_faults.py)
+echo "$(( (4096 + 32 * 64) / 512 )) 1" > /sys/block/pmem0/badblocks || die "records"
+echo "$((doff / 512)) 512" > /sys/block/pmem0/badblocks || die "data"
+cat /sys/block/pmem0/badblocks
+fio_job new /dev/mapper/pc %(new)s
+status 1
+timeout 120 dmsetup message pc 0 flush || die flush
+status 2
+dmsetup remove pc
+fio_check new /dev/md0 %(new)s
+""" % dict(new=NEW))
+    s1, s2 = parse_status(res.value("STATUS1")), parse_status(res.value("STATUS2"))
+    assert s1["write_new"] == 16 and s1["dirty"] == 16, s1
+    assert s1["media_errors"] == 0 and s1["bad_slots"] == 80, s1
+    assert s2["dirty"] == 0 and s2["media_errors"] == 0, s2
+    assert s2["free"] == s2["blocks"] - 80 - 16, s2
+    assert res.values("VERIFY_OK") == ["new"]
