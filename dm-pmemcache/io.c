@@ -122,19 +122,22 @@ unsigned int pmc_evict_clean(struct pmemcache *pc, unsigned int want)
 
 /*
  * A free slot, or PMC_NO_SLOT once @wait_ms passed without one (0: wait
- * for ever).  Kicks writeback and eviction while it waits.  Never a slot
- * on the pmem badblocks list.
+ * for ever).  While it waits it kicks writeback, and it tries eviction
+ * again as soon as a slot is freed or a writeback completion may have
+ * made blocks clean.  Never a slot on the pmem badblocks list.
  */
 u32 pmc_alloc_slot(struct pmemcache *pc, unsigned int wait_ms)
 {
 	unsigned long deadline = jiffies + msecs_to_jiffies(wait_ms);
 	bool waited = false, expired = false;
+	int done;
 	u32 s;
 
 	for (;;) {
 		s = pmc_pop_usable(pc);
 		if (s != PMC_NO_SLOT)
 			break;
+		done = atomic_read(&pc->wb_done);
 		if (pmc_evict_clean(pc, 32))
 			continue;
 		if (!waited)
@@ -144,7 +147,8 @@ u32 pmc_alloc_slot(struct pmemcache *pc, unsigned int wait_ms)
 			break;
 		WRITE_ONCE(pc->starved, true);
 		pmc_writeback_kick(pc);
-		if (!wait_event_timeout(pc->free_wait, pmc_have_free(pc),
+		if (!wait_event_timeout(pc->free_wait, pmc_have_free(pc) ||
+					atomic_read(&pc->wb_done) != done,
 					wait_ms ? max_t(long, deadline - jiffies, 1) :
 						  HZ / 10) && wait_ms)
 			expired = true;

@@ -405,6 +405,8 @@ static void pmc_wb_endio_work(struct work_struct *work)
 	}
 	pmc_free_slots(pc, freed, nf);
 	WRITE_ONCE(pc->starved, false);
+	/* Blocks may be clean now: writers waiting for a slot evict them. */
+	atomic_inc(&pc->wb_done);
 	wake_up_all(&pc->wb_wait);
 	wake_up_all(&pc->free_wait);
 	if (!READ_ONCE(pc->suspended))
@@ -492,6 +494,7 @@ int pmc_writeback_init(struct pmemcache *pc)
 	INIT_DELAYED_WORK(&pc->age_work, pmc_age_work);
 	INIT_WORK(&pc->endio_work, pmc_wb_endio_work);
 	atomic_set(&pc->wb_inflight, 0);
+	atomic_set(&pc->wb_done, 0);
 	pc->suspended = true;
 
 	pc->wq = alloc_workqueue("dm-pmemcache", WQ_MEM_RECLAIM | WQ_UNBOUND, 0);

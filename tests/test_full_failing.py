@@ -5,6 +5,9 @@ defects of issue 14 in the same paths).
   than an earlier table of the same cache are served: every writeback
   trigger (flush, cleaner, high_watermark 0, max_age) cleans them, and
   dirty blocks beyond the end of a shorter table are written back;
+- a writer that waits for a free block in a full cache is woken when
+  writeback completes (blocks turned clean can be evicted), not after
+  all of full_wait;
 - a slot whose data or record is on the pmem disk's badblocks list is
   never handed out (issue 14): writes land beside it, read back, and are
   written back;
@@ -127,3 +130,33 @@ fio_check new /dev/md0 %(new)s
     assert s2["dirty"] == 0 and s2["media_errors"] == 0, s2
     assert s2["free"] == s2["blocks"] - 80 - 16, s2
     assert res.values("VERIFY_OK") == ["new"]
+
+
+def test_starved_writer_wakes_when_writeback_completes(vm):
+    """A full cache of dirty blocks and no writeback before a writer
+    starves (both watermarks 100).  The writer that finds no free block
+    kicks writeback; the first completion turns blocks clean, and the
+    writer must evict one then, not sleep its whole full_wait (15 s)."""
+    res = run(vm, r"""
+pmc_init
+md_make md0 raid1 2 a
+dm_create pc "$(pmc_table md0 '6 high_watermark 100 low_watermark 100 full_wait 15000')" || die create
+n=$(dmsetup status pc | awk '{print $4}')
+fill="--rw=write --bs=4k --size=$((n * 4))k --offset=0 --ioengine=libaio --iodepth=16"
+more="--rw=write --bs=4k --size=64k --offset=$((n * 4))k"
+fio_job fill /dev/mapper/pc $fill
+status 1
+fio_job more /dev/mapper/pc $more
+status 2
+timeout 120 dmsetup message pc 0 flush || die flush
+dmsetup remove pc
+fio_check fill /dev/md0 $fill
+fio_check more /dev/md0 $more
+""", pmem_size=16)
+    s1, s2 = parse_status(res.value("STATUS1")), parse_status(res.value("STATUS2"))
+    assert s1["dirty"] == s1["blocks"] and s1["free"] == 0, s1
+    assert s1["full_waits"] == 0 and s1["wb_pfn_blocks"] + s1["wb_bounce_blocks"] == 0, s1
+    assert s2["full_waits"] >= 1 and s2["full_timeouts"] == 0, s2
+    assert s2["full_around"] == 0 and s2["full_through"] == 0, s2
+    assert s2["write_new"] == s1["blocks"] + 16 and s2["wb_errors"] == 0, s2
+    assert res.values("VERIFY_OK") == ["fill", "more"]
