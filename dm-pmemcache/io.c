@@ -74,6 +74,18 @@ static bool pmc_have_free(struct pmemcache *pc)
 }
 
 /*
+ * At least as many blocks as are clean: all but the free, the quarantined
+ * and the dirty ones.  It may lag a writeback completion that is marking
+ * blocks clean, never the other way round for long: the completion bumps
+ * wb_done afterwards, and waiting writers look again then.
+ */
+static bool pmc_may_have_clean(struct pmemcache *pc)
+{
+	return READ_ONCE(pc->idx.n_free) + atomic64_read(&pc->bad_slots) +
+	       atomic64_read(&pc->n_dirty) < pc->meta.n_blocks;
+}
+
+/*
  * Evict up to @want clean blocks (clock order).  Each record is made
  * durably FREE before its stripe lock is dropped (E2): once the block is
  * out of the index, another CPU may send a write of it around the cache
@@ -90,6 +102,9 @@ unsigned int pmc_evict_clean(struct pmemcache *pc, unsigned int want)
 
 	if (want > ARRAY_SIZE(victims))
 		want = ARRAY_SIZE(victims);
+	/* A cache full of dirty blocks: no scan of the whole index. */
+	if (!pmc_may_have_clean(pc))
+		return 0;
 	mutex_lock(&pc->evict_lock);
 	while (got < want && scanned < n) {
 		u32 s = pc->evict_hand++ % n;
