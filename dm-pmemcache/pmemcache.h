@@ -148,6 +148,7 @@ struct pmemcache {
 	struct list_head endio_list;
 	atomic_t wb_inflight;	/* blocks */
 	atomic_t wb_done;	/* completion passes: wakes starved writers */
+	unsigned long wb_retry_at;	/* jiffies: after an error, no pass before */
 	wait_queue_head_t wb_wait;
 	u32 wb_hand;
 	u32 stripe_blocks;	/* 0: clock order, 1: sorted, >1: stripes */

@@ -8,7 +8,8 @@ defects of issue 14 in the same paths).
 - a full cache of dirty blocks over an origin that fails every write:
   writes to a cached and to an uncached block fail with EIO within the
   documented bound (full_wait plus one origin write), suspend --noflush,
-  resume and remove finish, no task hangs; a write to a cached block is
+  resume and remove finish, no task hangs, failed writeback is retried a
+  second later (not at once, again and again); a write to a cached block is
   written through to the origin, merged with the sectors only the cache
   held; with the origin back, flush drains everything and every byte is
   right;
@@ -198,6 +199,7 @@ dm_create pc "$table" || die create
 n=$(field 1)
 dmsetup reload org --table "0 $sz error" || die "reload error"
 dmsetup resume org || die "resume error"
+t_err=$(uptime_cs)
 
 # every block of the cache dirty: blocks 0-6 and 8..n-1 by fio, 7 by dd
 f1="--rw=write --bs=4k --size=28k --offset=0"
@@ -213,6 +215,7 @@ timed CACHED timeout 30 sh /tmp/fio_at 20480 4k
 echo "CACHED_ERR=$(grep -o 'error=Input/output error' /tmp/CACHED.out | head -1)"
 timed UNCACHED timeout 30 sh /tmp/fio_at $(( (n + 100) * 4096 )) 4k
 echo "UNCACHED_ERR=$(grep -o 'error=Input/output error' /tmp/UNCACHED.out | head -1)"
+echo "ERR_CS=$(( $(uptime_cs) - t_err ))"
 status 2
 timed SUSPEND timeout 10 dmsetup suspend --noflush pc
 timed RESUME timeout 10 dmsetup resume pc
@@ -260,15 +263,22 @@ fio_check f2 /dev/md0 $f2
     s = {i: parse_status(res.value("STATUS%d" % i)) for i in range(1, 6)}
     n = s[1]["blocks"]
     assert s[1]["dirty"] == n and s[1]["free"] == 0, s[1]
-    # both writes failed with EIO (fio, not killed by timeout) within
-    # full_wait (1 s) plus one failed origin write; 10 s is the bound
-    # asserted here for a slow TCG guest
+    # both writes failed with EIO (fio exits 1: not killed by timeout,
+    # not stuck in D state) within the bound: each waited once, all of
+    # full_wait (1 s), then went to the origin once, around or through.
+    # Their time, fio's start included, is only checked against 20 s (the
+    # hung-task timeout): the guest is slow and shares the host.
     for name in ("CACHED", "UNCACHED"):
         rc, cs = map(int, res.value(name).split())
-        assert rc == 1 and cs < 1000, (name, rc, cs)
+        assert rc == 1 and cs < 2000, (name, rc, cs)
         assert res.value(name + "_ERR") == "error=Input/output error", res.value(name + "_ERR")
+    assert s[2]["full_waits"] == 2 and s[2]["full_timeouts"] == 2, s[2]
     assert s[2]["full_through"] == 1 and s[2]["full_around"] == 1, s[2]
     assert s[2]["dirty"] == n, s[2]
+    # failed writeback is retried a second later, not at once: one pass
+    # of one block (writeback_jobs 1) per second at most
+    secs = int(res.value("ERR_CS")) // 100
+    assert 0 < s[2]["wb_errors"] <= 2 * (secs + 2), (secs, s[2])
     for name in ("SUSPEND", "RESUME", "REMOVE", "REMOVE2"):
         rc, cs = map(int, res.value(name).split())
         assert rc == 0 and cs < 1000, (name, rc, cs)
