@@ -145,7 +145,7 @@ unsigned int pmc_evict_clean(struct pmemcache *pc, unsigned int want)
 u32 pmc_alloc_slot(struct pmemcache *pc, unsigned int wait_ms)
 {
 	unsigned long deadline = jiffies + msecs_to_jiffies(wait_ms);
-	bool waited = false, expired = false;
+	bool waited = false;
 	int done;
 	u32 s;
 
@@ -163,12 +163,11 @@ u32 pmc_alloc_slot(struct pmemcache *pc, unsigned int wait_ms)
 		pmc_writeback_kick(pc);
 		if (time_after_eq(jiffies, deadline))
 			break;
-		if (!wait_event_timeout(pc->free_wait, pmc_have_free(pc) ||
-					atomic_read(&pc->wb_done) != done,
-					max_t(long, deadline - jiffies, 1)))
-			expired = true;
+		wait_event_timeout(pc->free_wait, pmc_have_free(pc) ||
+				   atomic_read(&pc->wb_done) != done,
+				   max_t(long, deadline - jiffies, 1));
 	}
-	if (expired)
+	if (waited && wait_ms && time_after_eq(jiffies, deadline))
 		atomic64_inc(&pc->st.full_timeouts);
 	return s;
 }
