@@ -8,7 +8,7 @@ defects of issue 14 in the same paths).
 - a full cache of dirty blocks over an origin that fails every write:
   writes to a cached and to an uncached block fail with EIO within the
   documented bound (full_wait plus one origin write), suspend --noflush,
-  resume and remove finish, no task hangs, failed writeback is retried a
+  reload, resume and remove finish, no task hangs, failed writeback is retried a
   second later (not at once, again and again); a write to a cached block is
   written through to the origin, merged with the sectors only the cache
   held; with the origin back, flush drains everything and every byte is
@@ -218,6 +218,7 @@ echo "UNCACHED_ERR=$(grep -o 'error=Input/output error' /tmp/UNCACHED.out | head
 echo "ERR_CS=$(( $(uptime_cs) - t_err ))"
 status 2
 timed SUSPEND timeout 10 dmsetup suspend --noflush pc
+timed RELOAD timeout 10 dmsetup reload pc --table "$table"
 timed RESUME timeout 10 dmsetup resume pc
 timed REMOVE timeout 10 dmsetup remove pc
 dm_create pc "$table" || die "create again"
@@ -279,7 +280,7 @@ fio_check f2 /dev/md0 $f2
     # of one block (writeback_jobs 1) per second at most
     secs = int(res.value("ERR_CS")) // 100
     assert 0 < s[2]["wb_errors"] <= 2 * (secs + 2), (secs, s[2])
-    for name in ("SUSPEND", "RESUME", "REMOVE", "REMOVE2"):
+    for name in ("SUSPEND", "RELOAD", "RESUME", "REMOVE", "REMOVE2"):
         rc, cs = map(int, res.value(name).split())
         assert rc == 0 and cs < 1000, (name, rc, cs)
     assert s[3]["dirty"] == n, s[3]
