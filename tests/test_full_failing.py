@@ -240,7 +240,7 @@ done > /tmp/sec
 sh /tmp/fio_at $((59 * 512)) 512 > /tmp/sec.out 2>&1 &
 wp=$!
 i=0
-while [ "$(field 30)" = 0 ] && [ $i -lt 100 ]; do
+while [ "$(field 30)" = 0 ] && [ $i -lt 150 ]; do
 	sleep 0.1
 	i=$((i + 1))
 done
