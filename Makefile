@@ -75,8 +75,7 @@ demo: kernel image $(if $(wildcard dm-pmemcache/Kbuild),module)
 	@qemu/run-vm.sh --kernel $(BZIMAGE) --initrd $(IMAGE) \
 		--state $(KCACHE)/demo-state --script $(KCACHE)/demo.sh \
 		--files tests/guest/lib.sh:/test/lib.sh \
-		$(foreach k,$(wildcard dm-pmemcache/*.ko),--files $(k):/lib/modules/extra/$(notdir $(k))) \
-		| grep -v -e '^@@' -e '^\[ *[0-9.]*\] '
+		$(foreach k,$(wildcard dm-pmemcache/*.ko),--files $(k):/lib/modules/extra/$(notdir $(k)))
 
 # fio benchmarks side by side (issue 8): one boot per member model and
 # origin layout; writes docs/benchmarks.md and docs/bench/. BENCH_QUICK=1
