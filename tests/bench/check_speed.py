@@ -181,6 +181,10 @@ def report(a, image, runs, j, straces, load0):
         "index (16 bytes a block); in this VM, memory the previous run gave back is "
         "reported to the hypervisor (free page reporting), so a run right after another "
         "one faults it back in from the host: that is most of the spread.\n",
+        "Where the new tool's time went, single runs while it was built (same kind of "
+        "image): the read window alone 4.1 s (byte-wise crc32c 37 %, index lookups 33 %); "
+        "with the SSE4.2 crc32c 2.5 s; with huge pages for the index 1.6 s; finding the "
+        "last valid sector with clz 1.4 s; prefetching the bucket 16 records ahead 0.8 s.\n",
     ]
     for who, txt in straces.items():
         out += ["`strace -c -f` of one %s run:\n" % who, "```", txt.strip(), "```\n"]
