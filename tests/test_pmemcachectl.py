@@ -802,3 +802,32 @@ def test_vm_drain_after_power_cut_without_module(vm, guest):
     print("acknowledged writes: %d, dirty blocks drained: %d, clean: %d"
           % (nacked, d["blocks"], c1["records"]["clean"]))
     assert not lost, lost
+
+
+MEDIA_ERRORS = r"""
+pmc_init
+pmemcachectl create pc --origin /dev/vdf --cache /dev/pmem0 || die create
+dd if=/dev/urandom of=/dev/mapper/pc bs=4k count=64 oflag=direct 2>/dev/null || die write
+pmemcachectl remove --keep-dirty pc || die remove
+# media errors in the last page of record window 0 and the first of window 1
+echo "2040 8" > /sys/block/pmem0/badblocks || die badblocks
+echo "2048 8" > /sys/block/pmem0/badblocks || die badblocks
+set +e
+pmemcachectl check --json /dev/pmem0 > /tmp/new; echo "NEW_RC=$?"
+/test/pmemcachectl-old check --json /dev/pmem0 > /tmp/old; echo "OLD_RC=$?"
+set -e
+echo "NEW=$(tr -d '\n' < /tmp/new)"
+echo "OLD=$(tr -d '\n' < /tmp/old)"
+"""
+
+
+def test_vm_media_errors_in_a_read_window_cost_only_their_records(vm, guest, baseline):
+    # A window that fails to read is read record by record, as before:
+    # only the records of the two bad pages (2 x 128) are unreadable.
+    res = vm.run(guest.PRELUDE + MEDIA_ERRORS, timeout=600,
+                 files=[(baseline, "/test/pmemcachectl-old")])
+    assert res.value("NEW_RC") == res.value("OLD_RC") == str(CORRUPT)
+    new = json.loads(res.value("NEW"))
+    assert res.value("NEW") == res.value("OLD")
+    assert new["verdict"] == "damaged" and new["records"]["unreadable"] == 256
+    assert new["records"]["dirty"] == 64
