@@ -479,18 +479,17 @@ def compared_images(kind, d):
 
 
 def what_check_and_drain_say(binary, d):
-    """Every check and drain form on pmem.img/origin.img in @d, in order."""
+    """What every check and drain form on pmem.img/origin.img in @d says."""
     said = []
     for args in [["check", "--json", "pmem.img"], ["check", "pmem.img"],
                  ["check", "--json", "pmem.img", "--origin", "origin.img"],
                  ["drain", "--dry-run", "--json", "pmem.img", "origin.img"],
-                 ["drain", "--no-mark-clean", "pmem.img", "origin.img"],
                  ["drain", "--json", "pmem.img", "origin.img"],
                  ["check", "--json", "pmem.img"]]:
         p = subprocess.run([binary] + args, capture_output=True, text=True,
                            cwd=d, timeout=120)
         said.append((args, p.returncode, p.stdout, p.stderr))
-    return said + [sha(d / "pmem.img"), sha(d / "origin.img")]
+    return said
 
 
 @pytest.mark.parametrize("kind", ["boundaries", "workload", "sbcorrupt", "formatting"])
@@ -504,12 +503,14 @@ def test_check_and_drain_say_what_the_per_record_reader_said(tool, baseline, shm
                        check=True)
         said[who] = what_check_and_drain_say(binary, shm_path / who)
     assert said["new"] == said["old"]
+    for f in ["pmem.img", "origin.img"]:
+        assert subprocess.run(["cmp", shm_path / "old" / f, shm_path / "new" / f]).returncode == 0
     if kind == "boundaries":
         j = json.loads(said["new"][0][2])
         r = j["records"]
         assert j["verdict"] == "dirty" and r["torn"] == 3 and r["superseded"] == 2
         assert r["free"] == 5 and r["live"] + 5 == j["superblock"]["blocks"]
-        assert json.loads(said["new"][5][2])["blocks"] == r["dirty"] > 40000
+        assert json.loads(said["new"][4][2])["blocks"] == r["dirty"] > 40000
 
 
 @pytest.mark.skipif(not shutil.which("valgrind"), reason="no valgrind")
