@@ -9,6 +9,7 @@ kmemleak, DMA-API, hung tasks) fails the run, whether or not the script
 itself succeeded.
 """
 import fcntl
+import hashlib
 import os
 import re
 import signal
@@ -22,7 +23,9 @@ KCACHE = Path(os.environ.get("KCACHE", "/var/cache/dm-pmemcache"))
 KBUILD = Path(os.environ.get("KBUILD", KCACHE / "build"))
 BZIMAGE = KBUILD / "arch/x86/boot/bzImage"
 IMAGE = KCACHE / "guest-base.cpio.gz"
-LOGDIR = KCACHE / "test-logs"
+# One folder per checkout: test runs of two checkouts (a worktree, a fresh
+# clone) that share KCACHE never overwrite each other's logs.
+LOGDIR = KCACHE / "test-logs" / ("%s-%s" % (REPO.name, hashlib.sha1(bytes(REPO)).hexdigest()[:8]))
 RUN_VM = REPO / "qemu/run-vm.sh"
 
 
