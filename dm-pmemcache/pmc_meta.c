@@ -341,7 +341,16 @@ int pmc_meta_recover(struct pmc_meta *m, struct pmc_index *idx,
 			if (le64_to_cpu(r.seq) > last)
 				last = le64_to_cpu(r.seq);
 		} else if (!pmc_all_zero((const u8 *)&r, sizeof(r))) {
+			/*
+			 * Torn by a crash: the last word may hold the checksum
+			 * of a record whose seq never reached pmem.  A new
+			 * record in this slot could get that seq again, and a
+			 * crash in its W3 could then mix the two into a valid
+			 * record: make this one FREE first.
+			 */
 			st->torn++;
+			pmc_meta_invalidate(m, slot, PMC_P_RECOVER);
+			fenced = false;
 		}
 		if (!live)
 			continue;
@@ -371,7 +380,7 @@ int pmc_meta_recover(struct pmc_meta *m, struct pmc_index *idx,
 				 le32_to_cpu(r.state) == PMC_REC_DIRTY ?
 				 PMC_SF_DIRTY : 0);
 	}
-	/* Losers must be durably dead before their slots are reused. */
+	/* Losers and torn records durably dead before their slots are reused. */
 	if (!fenced)
 		pmc_pmem_fence(PMC_P_RECOVER);
 
