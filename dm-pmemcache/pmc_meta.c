@@ -486,13 +486,16 @@ void pmc_meta_drop_block(struct pmc_meta *m, struct pmc_index *idx,
 	*freed = PMC_NO_SLOT;
 	if (old == PMC_NO_SLOT)
 		return;
+	/*
+	 * D1: durably FREE before the caller drops the stripe lock.  Then
+	 * another CPU may write the block (no older copy left to invalidate),
+	 * write the new copy back and evict it, or, if this slot is under
+	 * writeback, free it when the origin write completes.
+	 */
 	pmc_meta_invalidate(m, old, PMC_P_FREE);
+	pmc_pmem_fence(PMC_P_FREE);
 	if (pmc_slot_flags(idx->slot[old]) & PMC_SF_WB) {
-		/*
-		 * D1': a STALE slot is freed by the writeback completion,
-		 * maybe on another CPU: its record must be durably FREE first.
-		 */
-		pmc_pmem_fence(PMC_P_FREE);
+		/* STALE: the writeback completion frees it. */
 		pmc_index_set_flags(idx, old, PMC_SF_STALE, 0);
 	} else {
 		pmc_index_unlink(idx, old);
