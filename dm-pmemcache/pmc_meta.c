@@ -345,7 +345,16 @@ int pmc_meta_recover(struct pmc_meta *m, struct pmc_index *idx,
 			else if (le64_to_cpu(r.seq) > last)
 				last = le64_to_cpu(r.seq);
 		} else if (!pmc_all_zero((const u8 *)&r, sizeof(r))) {
+			/*
+			 * Torn by a crash: the last word may hold the checksum
+			 * of a record whose seq never reached pmem.  A new
+			 * record in this slot could get that seq again, and a
+			 * crash in its W3 could then mix the two into a valid
+			 * record: make this one FREE first.
+			 */
 			st->torn++;
+			pmc_meta_invalidate(m, slot, PMC_P_RECOVER);
+			fenced = false;
 		}
 		if (!live)
 			continue;
@@ -375,7 +384,7 @@ int pmc_meta_recover(struct pmc_meta *m, struct pmc_index *idx,
 				 le32_to_cpu(r.state) == PMC_REC_DIRTY ?
 				 PMC_SF_DIRTY : 0);
 	}
-	/* Losers must be durably dead before their slots are reused. */
+	/* Losers and torn records durably dead before their slots are reused. */
 	if (!fenced)
 		pmc_pmem_fence(PMC_P_RECOVER);
 
@@ -481,13 +490,16 @@ void pmc_meta_drop_block(struct pmc_meta *m, struct pmc_index *idx,
 	*freed = PMC_NO_SLOT;
 	if (old == PMC_NO_SLOT)
 		return;
+	/*
+	 * D1: durably FREE before the caller drops the stripe lock.  Then
+	 * another CPU may write the block (no older copy left to invalidate),
+	 * write the new copy back and evict it, or, if this slot is under
+	 * writeback, free it when the origin write completes.
+	 */
 	pmc_meta_invalidate(m, old, PMC_P_FREE);
+	pmc_pmem_fence(PMC_P_FREE);
 	if (pmc_slot_flags(idx->slot[old]) & PMC_SF_WB) {
-		/*
-		 * D1': a STALE slot is freed by the writeback completion,
-		 * maybe on another CPU: its record must be durably FREE first.
-		 */
-		pmc_pmem_fence(PMC_P_FREE);
+		/* STALE: the writeback completion frees it. */
 		pmc_index_set_flags(idx, old, PMC_SF_STALE, 0);
 	} else {
 		pmc_index_unlink(idx, old);

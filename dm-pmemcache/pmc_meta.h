@@ -94,10 +94,11 @@ int pmc_meta_write_block(struct pmc_meta *m, struct pmc_index *idx,
 			 pmc_fill_fn fill, void *ctx, u32 *freed);
 
 /*
- * Drop the cached copy of @oblock (discard): invalidates the record.  A
- * slot returned in *freed is not fenced yet: the caller fences once per
- * batch with pmc_meta_fence(PMC_P_FREE) before it reuses it.  A slot under
- * writeback becomes STALE, fenced here, and is freed by pmc_meta_wb_done().
+ * Drop the cached copy of @oblock (discard).  The record is durably FREE
+ * on return: once the caller drops the stripe lock, another CPU may write
+ * the block, write the new copy back and evict it.  A slot returned in
+ * *freed may go on the free list; a slot under writeback becomes STALE and
+ * is freed by pmc_meta_wb_done().
  */
 void pmc_meta_drop_block(struct pmc_meta *m, struct pmc_index *idx,
 			 u64 oblock, u32 *freed);
