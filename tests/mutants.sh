@@ -5,8 +5,9 @@
 # a temporary folder and runs the checker that must notice it:
 #   vm     the module is built against the shared kernel build and
 #          tests/test_durability.py::test_power_cuts_over_a_volatile_origin
-#          runs with it (3 cuts over the volatile origin); caught if that
-#          test fails with "acknowledged writes lost";
+#          runs with it (MUTANT_CUTS cuts over the volatile origin, default
+#          8: each mode twice); caught if that test fails with
+#          "acknowledged writes lost";
 #   model  tests/host/crash_model is built over the mutant's pmc_meta.c and
 #          runs the make-test seeds (--ops 300, seeds 1 2 3, and the
 #          waitprev run --ops 600 --seed 2); caught if it reports a
@@ -31,6 +32,7 @@ LOGS=${MUTANT_LOGS:-$KCACHE/test-logs/mutants}
 MUTANTS=(
 	"origin flush before CLEAN (pmc_wb_flush_origin)|writeback.c|vm|s.replace('r = blkdev_issue_flush(pc->origin->bdev);', 'r = 0;', 1)"
 	"FUA of write-around (pmc_write_around)|io.c|vm|s.replace('bio->bi_opf |= REQ_FUA;', '', 1)"
+	"FUA of write-through in a full cache (pmc_through_write)|io.c|vm|s.replace('REQ_OP_WRITE | REQ_SYNC | REQ_FUA);', 'REQ_OP_WRITE | REQ_SYNC);', 1)"
 )
 # every pmem fence of the shared metadata code, one at a time
 while IFS=: read -r line text; do
@@ -80,7 +82,7 @@ EOF
 			rm -rf "$tmp"
 			continue
 		fi
-		(cd "$REPO" && PMC_LONG=0 PMC_DURABLE_CUTS=${MUTANT_CUTS:-3} \
+		(cd "$REPO" && PMC_LONG=0 PMC_DURABLE_CUTS=${MUTANT_CUTS:-8} \
 			PMC_MUTANT_KO="$tmp/dm-pmemcache/dm-pmemcache.ko" \
 			KCACHE=$KCACHE KBUILD=$KBUILD $PY -m pytest -p no:cacheprovider -x -q \
 			tests/test_durability.py::test_power_cuts_over_a_volatile_origin) \

@@ -22,12 +22,15 @@ Each boot of the guest (one per cut):
 3. is cut at a random moment once the mode's work is seen in the status:
    "full" (writeback and eviction ran in this boot), "cleaner" (the
    cleaner message; writes to a region never cached go around with
-   FUA), "seq_bypass" (a sequential writer whose runs go around).
+   FUA), "seq_bypass" (a sequential writer whose runs go around),
+   "pressure" (a region of its own filled with zeros first, so the cache
+   is full of dirty blocks; full_wait 0 and writeback only for starved
+   writers: writes go around and through the cache with FUA).
 
 The first boot fills the cache with zeros so that eviction runs from
 the first cut on; the last boot checks the whole working set.
 
-`make test` does 3 cuts (one per mode); PMC_LONG=1 does PMC_DURABLE_CUTS
+`make test` does 4 cuts (one per mode); PMC_LONG=1 does PMC_DURABLE_CUTS
 (default 200). PMC_MUTANT_KO=path runs the guest with another build of
 dm-pmemcache.ko (tests/mutants.sh).
 
@@ -49,7 +52,7 @@ from test_target_powercut import cut_console, power_cut, wait_for_acks
 from vm import KBUILD, KCACHE, REPO, GuestRun, build, check_reports
 
 LONG = os.environ.get("PMC_LONG", os.environ.get("LONG", "0")) not in ("", "0")
-CUTS = int(os.environ.get("PMC_DURABLE_CUTS", "200" if LONG else "3"))
+CUTS = int(os.environ.get("PMC_DURABLE_CUTS", "200" if LONG else "4"))
 MUTANT_KO = os.environ.get("PMC_MUTANT_KO")
 
 KSRC = Path(os.environ.get("KSRC", KCACHE / "linux"))
@@ -61,12 +64,18 @@ PMEM_MB = 64
 REGION = 256 << 11              # working set, sectors (256 MiB)
 CLEANER_AT = REGION             # cleaner mode writes here: never cached
 CLEANER_SECTORS = 64 << 11
+PRESSURE_AT = CLEANER_AT + CLEANER_SECTORS    # pressure mode writes here
+PRESSURE_SECTORS = 72 << 11     # > pmem: writes fill the cache with dirty blocks
 PREFILL_MB = 72                 # > pmem: the cache is full from boot 1 on
 THREADS = 4
 VOLATILE = "32768 8"            # 32 MiB held at most, 1 chunk early per 8 writes
 WATERMARKS = "high_watermark 10 low_watermark 1"
-MODES = ["full", "cleaner", "seq_bypass"]
+MODES = ["full", "cleaner", "seq_bypass", "pressure"]
 TABLE = {"full": "4 " + WATERMARKS,
+         # writeback only for starved writers, one block at a time, and
+         # no wait for a slot: a full cache sends writes around (blocks
+         # not cached) and through (cached blocks) at once
+         "pressure": "8 high_watermark 100 low_watermark 100 writeback_jobs 1 full_wait 0",
          "cleaner": "4 " + WATERMARKS,
          "seq_bypass": "6 %s seq_bypass 32" % WATERMARKS}
 ID_STRIDE = 10 ** 9             # ids of boot b: b * ID_STRIDE + n
@@ -111,9 +120,16 @@ class Model:
             for k in range(s, s + n):
                 self.cur[k] = i
 
-    def apply(self, output, boot):
-        """W/ACK lines of a boot's writer."""
+    def apply(self, output, boot, zeroed=None):
+        """W/ACK lines of a boot's writer; @zeroed: (sector, count) that
+        the boot filled with zeros before its writer started."""
         ops, acked = {}, set()
+        self.touched = {}
+        if zeroed:
+            assert re.search(r"^FILLED=1\r?\n", output, re.M), output[-3000:]
+            for k in range(zeroed[0], zeroed[0] + zeroed[1]):
+                self.cur[k] = 0
+                self.touched[k] = [0]
         # whole lines only: a power cut can end the output inside one
         for m in re.finditer(r"^W (\d+) (\d+) (\d+)\r?\n", output, re.M):
             ops[int(m.group(1))] = (int(m.group(2)), int(m.group(3)))
@@ -126,11 +142,11 @@ class Model:
             s, n = ops[i]
             for k in range(s, s + n):
                 self.cur[k] = i
-        self.touched = {}
         for i in sorted(ops):
             s, n = ops[i]
             for k in range(s, s + n):
-                self.touched.setdefault(k, [self.cur.get(k, 0)])
+                if self.touched.get(k, [None])[0] != self.cur.get(k, 0):
+                    self.touched[k] = [self.cur.get(k, 0)]
                 if i not in acked:
                     self.touched[k].append(i)
         inflight = [i for i in ops if i not in acked]
@@ -206,6 +222,12 @@ fi
 mount -t tracefs tracefs $T 2>/dev/null || true
 echo 'p:pmc_evict pmc_meta_evict' > $T/kprobe_events || die kprobe
 echo 1 > $T/events/kprobes/enable
+if [ %(mode)s = pressure ]; then
+	# a cache full of dirty blocks of the region the writer uses
+	dd if=/dev/zero of=/dev/mapper/pc bs=1M seek=%(fill_at)d count=%(fill_mb)d \
+		oflag=direct 2>/dev/null || die fill
+	echo FILLED=1
+fi
 dmsetup message pc 0 clear_stats
 [ %(mode)s = cleaner ] && dmsetup message pc 0 cleaner
 durable_io write /dev/mapper/pc %(start)d %(sectors)d %(threads)d %(id_base)d %(seed)d %(seq)s &
@@ -222,7 +244,8 @@ def boot_script(mode, first, ko, write=None):
     s = SETUP % dict(ko=ko, first=first, volatile=VOLATILE, table=TABLE[mode])
     if write:
         s += WRITE % dict(write, first=first, mode=mode, prefill=PREFILL_MB,
-                          threads=THREADS)
+                          threads=THREADS, fill_at=PRESSURE_AT >> 11,
+                          fill_mb=PRESSURE_SECTORS >> 11)
     return s
 
 
@@ -240,6 +263,8 @@ def mode_ran(mode, st):
     ev, s = st
     if mode == "full":
         return s["wb_pfn_blocks"] + s["wb_bounce_blocks"] > 0 and ev > 0
+    if mode == "pressure":
+        return s["full_through"] > 0 and s["full_around"] > 0
     return s["write_around"] > 0
 
 
@@ -259,29 +284,30 @@ def console_so_far(boot):
 
 
 def start(vm, script, tries=3, **opts):
-    """vm.start, again if the kernel panicked before init ran. Seen under
-    TCG on the loaded shared machine, at 0.001 s, before any code of
-    ours: "Kernel panic - not syncing: IO-APIC + timer doesn't work!".
-    Nothing has touched the disks or pmem then; the guest would hang
-    until its timeout."""
+    """vm.start, again if the kernel panicked or hung before init ran.
+    Seen under TCG on the loaded shared machine, before any code of
+    ours: "Kernel panic - not syncing: IO-APIC + timer doesn't work!",
+    and a boot stuck after ACPI for many minutes. Nothing has touched
+    the disks or pmem then."""
     for _ in range(tries):
         proc, boot = vm.start(script, **opts)
         deadline = time.time() + 300
-        while time.time() < deadline and proc.poll() is None:
+        while time.time() < deadline:
+            if proc.poll() is not None:
+                return proc, boot
             con = console_so_far(boot)
             if "@@BOOTED" in con or "@@BOOTED" in output_so_far(boot):
                 return proc, boot
             if "Kernel panic" in con:
                 break
             time.sleep(0.2)
-        else:
-            return proc, boot
         power_cut(vm, proc)
-    raise AssertionError("the guest panicked at boot %d times" % tries)
+    raise AssertionError("the guest did not boot in %d tries" % tries)
 
 
 def run(vm, script, **opts):
-    """vm.run through start(): boot, run script to its end, check."""
+    """vm.run through start(): boot, run script to its end, check for
+    kernel reports (the caller checks the exit status)."""
     proc, boot = start(vm, script, **opts)
     rc = proc.wait()
     if hasattr(GuestRun, "load"):
@@ -289,7 +315,6 @@ def run(vm, script, **opts):
     else:
         res = GuestRun(rc, boot.read_text(errors="replace"), boot)
     check_reports(res)
-    assert rc == 0, "guest script exited %d:\n%s" % (rc, res.tail())
     return res
 
 
@@ -348,6 +373,8 @@ def check_results(output, tag):
 def write_args(mode, boot, rng):
     if mode == "cleaner":
         start, sectors = CLEANER_AT, CLEANER_SECTORS
+    elif mode == "pressure":
+        start, sectors = PRESSURE_AT, PRESSURE_SECTORS
     else:
         start, sectors = 0, REGION
     return dict(start=start, sectors=sectors, id_base=boot * ID_STRIDE,
@@ -381,7 +408,7 @@ def test_power_cuts_over_a_volatile_origin(vm, guest_tools, figures, tmp_path):
             checked += check_results(out, "CACHE")
             check_results(out, "ORIGIN")
             model.resolve(out[:out.index("CHECK_DONE=1")])
-        model.apply(out, boot)
+        model.apply(out, boot, (PRESSURE_AT, PRESSURE_SECTORS) if mode == "pressure" else None)
         vols = re.findall(r"^VOL (\d+) .*\n", out, re.M)
         held += int(vols[-1]) if vols else 0
 
@@ -389,15 +416,17 @@ def test_power_cuts_over_a_volatile_origin(vm, guest_tools, figures, tmp_path):
     # cache and on md after flush
     model.expect(expect)
     res = run(vm, boot_script("full", 0, ko), files=list(guest_tools) + [(expect, "/test/expect")],
-                 pmem_size=PMEM_MB, timeout=900)
+              pmem_size=PMEM_MB, timeout=900)
     checked += check_results(res.output, "CACHE")
     check_results(res.output, "ORIGIN")
+    assert res.rc == 0, res.tail()
     model.resolve(res.output)
     model.expect(expect, everything=True)
     res = run(vm, boot_script("full", 0, ko), files=list(guest_tools) + [(expect, "/test/expect")],
-                 pmem_size=PMEM_MB, timeout=900)
+              pmem_size=PMEM_MB, timeout=900)
     whole = check_results(res.output, "CACHE")
     check_results(res.output, "ORIGIN")
+    assert res.rc == 0, res.tail()
     print("cuts over the volatile origin: %d, acknowledged writes: %d, sectors checked: %d "
           "(+%d at the end), 4 KiB chunks held in the volatile cache at the cuts: %d"
           % (CUTS, model.acked, checked, whole, held))
