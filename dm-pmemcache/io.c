@@ -9,6 +9,7 @@
  * never flushed for them.
  */
 #include <linux/blkdev.h>
+#include <linux/delay.h>
 #include <linux/highmem.h>
 #include <linux/sched.h>
 
@@ -39,15 +40,59 @@ static u32 pmc_pop_free(struct pmemcache *pc)
 	return s;
 }
 
+/* Is the data or the record of @slot on the pmem disk's badblocks list? */
+static bool pmc_slot_on_badblocks(struct pmemcache *pc, u32 slot)
+{
+	return pmc_pmem_range_bad(pc, pmc_meta_data_offset(&pc->meta, slot),
+				  pc->block_size) ||
+	       pmc_pmem_range_bad(pc, PMC_RECORDS_OFFSET +
+				  (u64)slot * PMC_RECORD_SIZE, PMC_RECORD_SIZE);
+}
+
+/*
+ * A free slot that is not on the badblocks list: a write there would be
+ * acknowledged, then fail every read and never be written back.  Slots
+ * that are, are taken out of use until the cache is loaded again.
+ */
+static u32 pmc_pop_usable(struct pmemcache *pc)
+{
+	u32 s;
+
+	while ((s = pmc_pop_free(pc)) != PMC_NO_SLOT &&
+	       pmc_slot_on_badblocks(pc, s)) {
+		WRITE_ONCE(pc->idx.slot[s], pmc_slot_pack(0, 0, PMC_SF_BAD));
+		atomic64_inc(&pc->bad_slots);
+		DMWARN_LIMIT("%s: cache block %u is on the pmem badblocks list: not used",
+			     pc->pmem_dev->name, s);
+	}
+	return s;
+}
+
 static bool pmc_have_free(struct pmemcache *pc)
 {
 	return READ_ONCE(pc->idx.n_free) != 0;
 }
 
 /*
- * Evict up to @want clean blocks (clock order).  Their records are made
- * durably FREE before the slots go on the free list: a slot's data may
- * only be overwritten when no live record points at it.
+ * At least as many blocks as are clean: all but the free, the quarantined
+ * and the dirty ones.  It may lag a writeback completion that is marking
+ * blocks clean, never the other way round for long: the completion bumps
+ * wb_done afterwards, and waiting writers look again then.
+ */
+static bool pmc_may_have_clean(struct pmemcache *pc)
+{
+	return READ_ONCE(pc->idx.n_free) + atomic64_read(&pc->bad_slots) +
+	       atomic64_read(&pc->n_dirty) < pc->meta.n_blocks;
+}
+
+/*
+ * Evict up to @want clean blocks (clock order).  Each record is made
+ * durably FREE before its stripe lock is dropped (E2): once the block is
+ * out of the index, another CPU may send a write of it around the cache
+ * and acknowledge it, and a FREE store still pending on this CPU would
+ * then leave the old CLEAN record live over the newer origin data after a
+ * power cut.  That also covers the free list: a slot's data may only be
+ * overwritten when no live record points at it.
  */
 unsigned int pmc_evict_clean(struct pmemcache *pc, unsigned int want)
 {
@@ -57,6 +102,9 @@ unsigned int pmc_evict_clean(struct pmemcache *pc, unsigned int want)
 
 	if (want > ARRAY_SIZE(victims))
 		want = ARRAY_SIZE(victims);
+	/* A cache full of dirty blocks: no scan of the whole index. */
+	if (!pmc_may_have_clean(pc))
+		return 0;
 	mutex_lock(&pc->evict_lock);
 	while (got < want && scanned < n) {
 		u32 s = pc->evict_hand++ % n;
@@ -76,47 +124,52 @@ unsigned int pmc_evict_clean(struct pmemcache *pc, unsigned int want)
 		/* Re-check under the lock: it may have changed. */
 		if (READ_ONCE(pc->idx.slot[s]) == v && !atomic_read(&st->pinned)) {
 			pmc_meta_evict(&pc->meta, &pc->idx, s);
+			pmc_meta_fence(PMC_P_FREE);
 			victims[got++] = s;
 		}
 		up_write(&st->lock);
 		if (!(scanned & 1023))
 			cond_resched();
 	}
-	if (got) {
-		pmc_meta_fence(PMC_P_FREE);
-		pmc_free_slots(pc, victims, got);
-	}
+	pmc_free_slots(pc, victims, got);
 	mutex_unlock(&pc->evict_lock);
 	return got;
 }
 
 /*
- * A free slot, or PMC_NO_SLOT once @wait_ms passed without one (0: wait
- * for ever).  Kicks writeback and eviction while it waits.
+ * A free slot, or PMC_NO_SLOT once @wait_ms passed without one (0: do not
+ * wait).  While it waits it kicks writeback, and it tries eviction
+ * again as soon as a slot is freed or a writeback completion may have
+ * made blocks clean.  Never a slot on the pmem badblocks list.
  */
 u32 pmc_alloc_slot(struct pmemcache *pc, unsigned int wait_ms)
 {
 	unsigned long deadline = jiffies + msecs_to_jiffies(wait_ms);
 	bool waited = false;
+	int done;
 	u32 s;
 
 	for (;;) {
-		s = pmc_pop_free(pc);
+		s = pmc_pop_usable(pc);
 		if (s != PMC_NO_SLOT)
-			return s;
+			break;
+		done = atomic_read(&pc->wb_done);
 		if (pmc_evict_clean(pc, 32))
 			continue;
 		if (!waited)
 			atomic64_inc(&pc->st.full_waits);
 		waited = true;
-		if (wait_ms && time_after_eq(jiffies, deadline))
-			return PMC_NO_SLOT;
 		WRITE_ONCE(pc->starved, true);
 		pmc_writeback_kick(pc);
-		wait_event_timeout(pc->free_wait, pmc_have_free(pc),
-				   wait_ms ? max_t(long, deadline - jiffies, 1) :
-					     HZ / 10);
+		if (time_after_eq(jiffies, deadline))
+			break;
+		wait_event_timeout(pc->free_wait, pmc_have_free(pc) ||
+				   atomic_read(&pc->wb_done) != done,
+				   max_t(long, deadline - jiffies, 1));
 	}
+	if (waited && wait_ms && time_after_eq(jiffies, deadline))
+		atomic64_inc(&pc->st.full_timeouts);
+	return s;
 }
 
 /* ---- bio <-> pmem copies -------------------------------------------- */
@@ -327,6 +380,160 @@ static bool pmc_write_around(struct pmemcache *pc, struct bio *bio,
 	return true;
 }
 
+/* ---- writes through a full cache ------------------------------------ */
+
+/*
+ * A write to a cached block when no slot is free.  Waiting for writeback
+ * could take for ever (the origin may be failing), so the write replaces
+ * the cached copy through the origin (format.md, "Write through a full
+ * cache"): T1 the new sectors, merged with those only the cached copy
+ * holds, go to the origin with REQ_FUA; T2 the cached copy's record is
+ * made FREE and fenced; T3 the bio completes.  If T1 fails, the bio fails
+ * with its error and the cached copy stays as it was.  The stripe lock is
+ * held from before T1 to after T2, so no other write, read, eviction or
+ * discard in the stripe sees the block in between.
+ */
+struct pmc_through {
+	struct work_struct work;
+	struct pmemcache *pc;
+	struct bio *bio;
+	struct pmc_stripe *st;
+	struct page *page;
+};
+
+/* The block as it is to be: sectors @keep of @slot, then the bio's. */
+static int pmc_through_fill(struct pmemcache *pc, u8 *buf, struct bio *bio,
+			    u32 first, u32 slot, u32 keep)
+{
+	u32 i, off = first << SECTOR_SHIFT;
+	struct bvec_iter iter;
+	struct bio_vec bv;
+	const u8 *src;
+
+	if (keep) {
+		if (pmc_pmem_range_bad(pc, pmc_meta_data_offset(&pc->meta, slot),
+				       pc->block_size))
+			return -EIO;
+		src = pmc_meta_data(&pc->meta, slot);
+		for (i = 0; i < (1U << pc->spb_shift); i++)
+			if ((keep & BIT(i)) &&
+			    pmc_copy_from_pmem(buf + (i << SECTOR_SHIFT),
+					       src + (i << SECTOR_SHIFT),
+					       SECTOR_SIZE))
+				return -EIO;
+	}
+	bio_for_each_segment(bv, bio, iter) {
+		memcpy_from_bvec(buf + off, &bv);
+		off += bv.bv_len;
+	}
+	return 0;
+}
+
+/* T1: sectors @mask of @page to block @oblock of the origin, with FUA. */
+static int pmc_through_write(struct pmemcache *pc, struct page *page,
+			     u64 oblock, u32 mask)
+{
+	u32 spb = 1U << pc->spb_shift, a, b;
+	struct bio_vec bv;
+	struct bio bio;
+	int r;
+
+	for (a = 0; a < spb; a = b) {
+		for (b = a + 1; b < spb && !(mask & BIT(b)) == !(mask & BIT(a)); b++)
+			;
+		if (!(mask & BIT(a)))
+			continue;
+		bio_init(&bio, pc->origin->bdev, &bv, 1,
+			 REQ_OP_WRITE | REQ_SYNC | REQ_FUA);
+		bio.bi_iter.bi_sector = (oblock << pc->spb_shift) + a;
+		__bio_add_page(&bio, page, (b - a) << SECTOR_SHIFT,
+			       a << SECTOR_SHIFT);
+		r = submit_bio_wait(&bio);
+		bio_uninit(&bio);
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
+static void pmc_through_work(struct work_struct *work)
+{
+	struct pmc_through *t = container_of(work, struct pmc_through, work);
+	struct pmemcache *pc = t->pc;
+	struct pmc_stripe *st = t->st;
+	struct bio *bio = t->bio;
+	u64 oblock = pmc_sector_to_block(pc, bio->bi_iter.bi_sector);
+	u32 first, mask = pmc_bio_mask(pc, bio, &first);
+	u32 slot, keep = 0, freed = PMC_NO_SLOT;
+	u64 v = 0;
+	int r;
+
+	/* A partial read in flight would overlay a copy that is gone. */
+	down_write(&st->lock);
+	while (atomic_read(&st->pinned)) {
+		up_write(&st->lock);
+		usleep_range(100, 1000);
+		down_write(&st->lock);
+	}
+	slot = pmc_index_lookup(&pc->idx, oblock);
+	if (slot != PMC_NO_SLOT) {
+		v = pc->idx.slot[slot];
+		keep = pmc_slot_mask(v) & ~mask;
+	}
+	r = pmc_through_fill(pc, page_address(t->page), bio, first, slot, keep);
+	if (r)
+		atomic64_inc(&pc->st.media_errors);
+	else
+		r = pmc_through_write(pc, t->page, oblock, mask | keep);
+	if (!r && slot != PMC_NO_SLOT) {
+		if (pmc_slot_flags(v) & PMC_SF_DIRTY) {
+			atomic64_dec(&pc->epoch_dirty[pmc_slot_epoch(v)]);
+			atomic64_dec(&pc->n_dirty);
+		}
+		/* T2: durably FREE before the lock lets anyone see it gone. */
+		pmc_meta_drop_block(&pc->meta, &pc->idx, oblock, &freed);
+		pmc_meta_fence(PMC_P_FREE);
+	}
+	up_write(&st->lock);
+	atomic_dec(&st->around);
+	if (freed != PMC_NO_SLOT)
+		pmc_free_slots(pc, &freed, 1);
+	__free_page(t->page);
+	kfree(t);
+	if (r)
+		bio->bi_status = errno_to_blk_status(r);
+	bio_endio(bio);
+}
+
+/*
+ * Cache full: hand @bio to pmc_through_work(), unless a copy of its block
+ * is being written back (that origin write could land after this one).
+ * st->around keeps writeback from starting one until the work is done.
+ */
+static bool pmc_write_through(struct pmemcache *pc, struct bio *bio,
+			      u64 oblock, struct pmc_stripe *st)
+{
+	struct pmc_through *t;
+	bool ok;
+
+	down_read(&st->lock);
+	ok = !pmc_index_inflight(&pc->idx, oblock);
+	if (ok)
+		atomic_inc(&st->around);
+	up_read(&st->lock);
+	if (!ok)
+		return false;
+	t = kmalloc(sizeof(*t), GFP_NOIO | __GFP_NOFAIL);
+	t->page = alloc_page(GFP_NOIO | __GFP_NOFAIL);
+	t->pc = pc;
+	t->bio = bio;
+	t->st = st;
+	INIT_WORK(&t->work, pmc_through_work);
+	atomic64_inc(&pc->st.full_through);
+	queue_work(pc->wq, &t->work);
+	return true;
+}
+
 int pmc_end_io(struct dm_target *ti, struct bio *bio, blk_status_t *error)
 {
 	struct pmc_stripe *st = *pmc_bio_around(bio);
@@ -372,15 +579,27 @@ static int pmc_map_write(struct pmemcache *pc, struct bio *bio)
 		return DM_MAPIO_REMAPPED;
 
 	/*
-	 * Cache full: wait for writeback a bounded time, then go around.  A
-	 * block that is cached has to wait: its new data must replace the
-	 * cached copy.
+	 * Cache full: wait for writeback at most full_wait.  Then a block
+	 * that is not cached goes around the cache, and a cached one replaces
+	 * its cached copy through the origin.  Only while a copy of the block
+	 * is being written back does the write wait longer: until that origin
+	 * write completed or failed.
 	 */
-	while ((slot = pmc_alloc_slot(pc, pc->full_wait_ms)) == PMC_NO_SLOT) {
+	slot = pmc_alloc_slot(pc, pc->full_wait_ms);
+	while (slot == PMC_NO_SLOT) {
+		int done = atomic_read(&pc->wb_done);
+
 		if (pmc_write_around(pc, bio, oblock, st)) {
 			atomic64_inc(&pc->st.full_around);
 			return DM_MAPIO_REMAPPED;
 		}
+		if (pmc_write_through(pc, bio, oblock, st))
+			return DM_MAPIO_SUBMITTED;
+		wait_event_timeout(pc->free_wait,
+				   atomic_read(&pc->wb_done) != done, HZ);
+		slot = pmc_pop_usable(pc);
+		if (slot == PMC_NO_SLOT && pmc_evict_clean(pc, 32))
+			slot = pmc_pop_usable(pc);
 	}
 	epoch = atomic_read(&pc->epoch) & 3;
 

@@ -262,8 +262,8 @@ int pmc_meta_open(struct pmc_meta *m, u8 *base, u64 pmem_bytes,
 }
 
 /*
- * Read a record with a machine-check safe copy.  *live: checksum correct
- * and state DIRTY or CLEAN with a sane mask.
+ * Read a record with a machine-check safe copy.  *live: checksum correct,
+ * state DIRTY or CLEAN with a sane mask, and a seq that a run can reach.
  */
 int pmc_meta_read_record(const struct pmc_meta *m, u32 slot,
 			 struct pmc_record *r, bool *live)
@@ -279,7 +279,8 @@ int pmc_meta_read_record(const struct pmc_meta *m, u32 slot,
 	valid = le32_to_cpu(r->valid);
 	*live = (state == PMC_REC_DIRTY || state == PMC_REC_CLEAN) &&
 		valid && !(valid & ~m->full_mask) &&
-		le64_to_cpu(r->oblock) <= PMC_OBLOCK_MAX;
+		le64_to_cpu(r->oblock) <= PMC_OBLOCK_MAX &&
+		le64_to_cpu(r->seq) <= PMC_SEQ_MAX;
 	return 0;
 }
 
@@ -338,7 +339,10 @@ int pmc_meta_recover(struct pmc_meta *m, struct pmc_index *idx,
 		}
 		if (le32_to_cpu(r.csum) ==
 		    pmc_meta_record_csum(m->record_seed, slot, &r)) {
-			if (le64_to_cpu(r.seq) > last)
+			/* an impossible seq is corrupt: it must not wrap last */
+			if (le64_to_cpu(r.seq) > PMC_SEQ_MAX)
+				st->bad_seq++;
+			else if (le64_to_cpu(r.seq) > last)
 				last = le64_to_cpu(r.seq);
 		} else if (!pmc_all_zero((const u8 *)&r, sizeof(r))) {
 			/*
@@ -536,7 +540,7 @@ int pmc_meta_wb_done(struct pmc_meta *m, struct pmc_index *idx, u32 slot,
 		pmc_index_set_flags(idx, slot, 0, PMC_SF_WB);
 		return -EIO;
 	}
-	/* C1: the origin write completed with FUA; now the record is CLEAN. */
+	/* C1: the origin write and a flush after it completed: CLEAN. */
 	pmc_meta_set_state(m, slot, &r, PMC_REC_CLEAN, PMC_P_CLEAN);
 	pmc_index_set_flags(idx, slot, 0,
 			    PMC_SF_WB | PMC_SF_DIRTY | PMC_SF_EPOCH);

@@ -43,6 +43,7 @@ struct pmc_recover_stats {
 	u64 superseded;		/* older duplicates invalidated */
 	u64 torn;		/* checksum failures (not ZERO, not FREE) */
 	u64 unreadable;		/* media errors: slot quarantined */
+	u64 bad_seq;		/* correct checksum, seq above PMC_SEQ_MAX: dead */
 };
 
 /* Data callback for pmc_meta_write_block(): store the new sectors. */
@@ -106,9 +107,10 @@ void pmc_meta_drop_block(struct pmc_meta *m, struct pmc_index *idx,
 void pmc_meta_wb_start(struct pmc_index *idx, u32 slot);
 
 /*
- * The origin write of @slot finished (@ok: with FUA, successfully).
- * Marks the record CLEAN (not fenced: pmc_meta_fence(PMC_P_CLEAN) per
- * batch) or returns the stale slot in *freed.  Returns -EIO if the record
+ * The origin write of @slot finished (@ok: it completed successfully and
+ * so did an origin flush issued after it).  Marks the record CLEAN (not
+ * fenced: pmc_meta_fence(PMC_P_CLEAN) per batch) or returns the stale
+ * slot in *freed.  Returns -EIO if the record
  * could not be read (the slot stays dirty).
  */
 int pmc_meta_wb_done(struct pmc_meta *m, struct pmc_index *idx, u32 slot,

@@ -63,6 +63,8 @@ struct pmc_stats {
 	atomic64_t wb_flushes;		/* origin flushes before CLEAN */
 	atomic64_t full_waits;		/* writes that waited for a slot */
 	atomic64_t full_around;		/* ... and then went around */
+	atomic64_t full_through;	/* ... or replaced a cached copy through the origin */
+	atomic64_t full_timeouts;	/* ... after waiting all of full_wait */
 };
 
 /* One dirty block picked for writeback: its slot word when picked. */
@@ -135,6 +137,7 @@ struct pmemcache {
 	atomic64_t n_dirty;
 	atomic64_t epoch_dirty[4];
 	atomic_t epoch;
+	atomic64_t bad_slots;	/* out of use: pmem on the badblocks list */
 
 	/* writeback.c */
 	struct workqueue_struct *wq;
@@ -144,13 +147,15 @@ struct pmemcache {
 	spinlock_t endio_lock;		/* endio_list */
 	struct list_head endio_list;
 	atomic_t wb_inflight;	/* blocks */
+	atomic_t wb_done;	/* completion passes: wakes starved writers */
+	unsigned long wb_retry_at;	/* jiffies: after an error, no pass before */
 	wait_queue_head_t wb_wait;
 	u32 wb_hand;
 	u32 stripe_blocks;	/* 0: clock order, 1: sorted, >1: stripes */
 	struct pmc_sweep sweep;
 	struct pmc_wb_cand *wb_cand;	/* PMC_WB_PASS, one pass's picks */
 	struct pmc_rate rc;
-	bool flush_all;
+	atomic_t flushers;	/* flush messages waiting for writeback */
 	bool age_pending;
 	bool starved;
 	bool suspended;

@@ -106,6 +106,15 @@ struct pmc_record {
 
 #define PMC_RECORD_SIZE		32U
 
+/*
+ * The highest seq a record may hold.  seq counts cached writes from 1, and
+ * 2^62 of them take 146 years at 10^9 writes per second, so a record above
+ * it is corrupt even if its checksum is correct: it is dead.  Taken as
+ * live, it would make last_seq wrap, and every later write would lose
+ * against older copies of its block after a crash.
+ */
+#define PMC_SEQ_MAX		0x4000000000000000ULL	/* 2^62 */
+
 /* Every field is naturally aligned: no padding, no packed attribute. */
 static_assert(sizeof(struct pmc_super) == PMC_SUPER_SIZE, "pmc_super size");
 static_assert(sizeof(struct pmc_record) == PMC_RECORD_SIZE, "pmc_record size");

@@ -105,6 +105,9 @@ int pmc_load(struct pmemcache *pc)
 	if (r)
 		return r;
 	pmc_drop_beyond_origin(pc, &rs);
+	if (rs.bad_seq)
+		DMERR("%s: %llu corrupt records have a seq above %llu: dropped",
+		      pc->pmem_dev->name, rs.bad_seq, PMC_SEQ_MAX);
 
 	/* Dirty blocks found on load all count as the current epoch. */
 	atomic64_set(&pc->n_dirty, rs.dirty);

@@ -417,12 +417,14 @@ static void pmc_status(struct dm_target *ti, status_type_t type,
 	u64 n = pc->meta.n_blocks, ram10;
 	u64 dirty = atomic64_read(&pc->n_dirty);
 	u64 nfree = READ_ONCE(pc->idx.n_free);
+	u64 bad = atomic64_read(&pc->bad_slots);
+	u64 used = n - min(n, nfree + bad);
 
 	switch (type) {
 	case STATUSTYPE_INFO:
 		ram10 = div64_u64(pmc_ram_bytes(pc) * 10 + n - 1, n);
 		DMEMIT("%llu %llu %llu %llu ", n, dirty, nfree,
-		       n - nfree - min(n - nfree, dirty));
+		       used - min(used, dirty));
 		DMEMIT("%lld %lld %lld ", atomic64_read(&s->read_hits),
 		       atomic64_read(&s->read_partial),
 		       atomic64_read(&s->read_misses));
@@ -441,13 +443,15 @@ static void pmc_status(struct dm_target *ti, status_type_t type,
 		       pc->route == PMC_ROUTE_BOUNCE || !pc->pfn_capable ||
 		       READ_ONCE(pc->pfn_failed) ? "bounce" : "pfn",
 		       READ_ONCE(pc->cleaner) ? "cleaner" : "-");
-		DMEMIT("%llu %llu %u %lld %lld %lld %lld",
+		DMEMIT("%llu %llu %u %lld %lld %lld %lld ",
 		       READ_ONCE(pc->rc.rate), pmc_rate_target(pc),
 		       pc->stripe_blocks,
 		       atomic64_read(&s->wb_full_stripes),
 		       atomic64_read(&s->wb_flushes),
 		       atomic64_read(&s->full_waits),
 		       atomic64_read(&s->full_around));
+		DMEMIT("%lld %lld %llu", atomic64_read(&s->full_through),
+		       atomic64_read(&s->full_timeouts), bad);
 		break;
 	case STATUSTYPE_TABLE:
 		DMEMIT("%s %s %u", pc->origin->name, pc->pmem_dev->name,
@@ -498,6 +502,8 @@ static void pmc_clear_stats(struct pmemcache *pc)
 	atomic64_set(&s->wb_flushes, 0);
 	atomic64_set(&s->full_waits, 0);
 	atomic64_set(&s->full_around, 0);
+	atomic64_set(&s->full_through, 0);
+	atomic64_set(&s->full_timeouts, 0);
 }
 
 /* "<tunable> <value>": change a feature while the cache runs. */

@@ -111,17 +111,24 @@ static void pmc_sweep_clock(struct pmemcache *pc)
  * The next window of origin blocks, starting where the last one ended:
  * one scan counts candidates per bucket of origin blocks (buckets are
  * whole stripes wide), a second one collects the buckets that fit.
+ *
+ * The buckets span the whole origin device, not the table: a table may be
+ * shorter than the origin (even shorter than one block), and a shorter
+ * table than an earlier one leaves dirty blocks beyond its end.  The last
+ * bucket is open-ended, so no dirty block is ever out of every window.
  */
 static void pmc_sweep_window(struct pmemcache *pc)
 {
 	struct pmc_sweep *sw = &pc->sweep;
-	u64 origin_blocks = pc->ti->len >> pc->spb_shift;
+	u64 origin_blocks = DIV_ROUND_UP_ULL(bdev_nr_sectors(pc->origin->bdev),
+					     1U << pc->spb_shift);
 	u64 nb = pc->meta.n_blocks, width, lo, hi, total = 0;
 	u32 hist[PMC_SWEEP_BUCKETS] = { };
 	unsigned int b, first;
 	u32 s;
 
-	width = roundup(DIV_ROUND_UP_ULL(origin_blocks, PMC_SWEEP_BUCKETS),
+	width = roundup(DIV_ROUND_UP_ULL(max(origin_blocks, 1ULL),
+					 PMC_SWEEP_BUCKETS),
 			max(pc->stripe_blocks, 1U));
 	for (s = 0; s < nb; s++) {
 		u64 v = READ_ONCE(pc->idx.slot[s]);
@@ -141,7 +148,7 @@ static void pmc_sweep_window(struct pmemcache *pc)
 		total += hist[b];
 	}
 	lo = (u64)first * width;
-	hi = (u64)b * width;
+	hi = b < PMC_SWEEP_BUCKETS ? (u64)b * width : U64_MAX;
 	sw->next = hi;
 	if (!total)
 		return;

@@ -81,7 +81,7 @@ static enum pmc_wb_mode pmc_wb_mode(struct pmemcache *pc, unsigned int *sel)
 	*sel = PMC_SEL_PARTIAL;
 	if (!d)
 		return PMC_WB_IDLE;
-	if (READ_ONCE(pc->flush_all) || READ_ONCE(pc->cleaner) ||
+	if (atomic_read(&pc->flushers) || READ_ONCE(pc->cleaner) ||
 	    READ_ONCE(pc->starved) || d * 100 >= (u64)pc->high_wm * n)
 		return PMC_WB_FULL;
 	if (READ_ONCE(pc->age_pending)) {
@@ -275,11 +275,22 @@ static void pmc_wb_work(struct work_struct *work)
 	struct blk_plug plug;
 	enum pmc_wb_mode mode;
 	unsigned int sel, budget, n;
+	long pause;
 
 	if (READ_ONCE(pc->suspended))
 		return;
 	blk_start_plug(&plug);
 	while ((mode = pmc_wb_mode(pc, &sel)) != PMC_WB_IDLE) {
+		/*
+		 * An origin write failed: the blocks are retried a second
+		 * later, not at once (a dead origin would get the whole cache
+		 * again and again, as often as writers kick writeback).
+		 */
+		pause = (long)(READ_ONCE(pc->wb_retry_at) - jiffies);
+		if (pause > 0) {
+			delay = pause;
+			break;
+		}
 		budget = PMC_WB_PASS;
 		if (mode == PMC_WB_RATE && pmc_rate_update(pc)) {
 			budget = pmc_rate_allow(pc, budget, &delay);
@@ -355,6 +366,7 @@ static void pmc_wb_endio_work(struct work_struct *work)
 			atomic64_inc(&pc->st.wb_notsupp);
 		} else if (!ok) {
 			atomic64_inc(&pc->st.wb_errors);
+			WRITE_ONCE(pc->wb_retry_at, jiffies + HZ);
 			retry_later = true;
 		}
 		for (i = 0; i < io->n; i++) {
@@ -405,6 +417,8 @@ static void pmc_wb_endio_work(struct work_struct *work)
 	}
 	pmc_free_slots(pc, freed, nf);
 	WRITE_ONCE(pc->starved, false);
+	/* Blocks may be clean now: writers waiting for a slot evict them. */
+	atomic_inc(&pc->wb_done);
 	wake_up_all(&pc->wb_wait);
 	wake_up_all(&pc->free_wait);
 	if (!READ_ONCE(pc->suspended))
@@ -434,19 +448,24 @@ static void pmc_age_work(struct work_struct *work)
 				   msecs_to_jiffies(max(pc->max_age_ms / 2, 1U)));
 }
 
+/*
+ * Write back every dirty block (the flush message, flush_on_suspend).
+ * Flushes may run concurrently: each one counts itself in pc->flushers,
+ * so one that is interrupted never stops writeback for the others.
+ */
 int pmc_writeback_all(struct pmemcache *pc)
 {
 	u64 errors = atomic64_read(&pc->st.wb_errors);
 	long r;
 
-	WRITE_ONCE(pc->flush_all, true);
+	atomic_inc(&pc->flushers);
 	pmc_writeback_kick(pc);
 	r = wait_event_interruptible(pc->wb_wait,
 				     (!atomic64_read(&pc->n_dirty) &&
 				      !atomic_read(&pc->wb_inflight)) ||
 				     atomic64_read(&pc->st.wb_errors) != errors ||
 				     READ_ONCE(pc->suspended));
-	WRITE_ONCE(pc->flush_all, false);
+	atomic_dec(&pc->flushers);
 	if (r)
 		return r;
 	if (atomic64_read(&pc->n_dirty) || atomic_read(&pc->wb_inflight))
@@ -472,6 +491,7 @@ void pmc_writeback_start(struct pmemcache *pc)
 			    pmc_origin_stripe_blocks(pc) : pc->stripe_cfg;
 	pmc_sweep_reset(pc);
 	pmc_rate_init(pc);
+	WRITE_ONCE(pc->wb_retry_at, jiffies);
 	WRITE_ONCE(pc->pfn_failed, false);
 	WRITE_ONCE(pc->suspended, false);
 	if (pc->max_age_ms)
@@ -492,6 +512,8 @@ int pmc_writeback_init(struct pmemcache *pc)
 	INIT_DELAYED_WORK(&pc->age_work, pmc_age_work);
 	INIT_WORK(&pc->endio_work, pmc_wb_endio_work);
 	atomic_set(&pc->wb_inflight, 0);
+	atomic_set(&pc->flushers, 0);
+	atomic_set(&pc->wb_done, 0);
 	pc->suspended = true;
 
 	pc->wq = alloc_workqueue("dm-pmemcache", WQ_MEM_RECLAIM | WQ_UNBOUND, 0);

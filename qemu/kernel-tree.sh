@@ -34,17 +34,30 @@ series=()
 if [ -f "$patches/series" ]; then
 	mapfile -t series < <(grep -v -e '^#' -e '^[[:space:]]*$' "$patches/series")
 fi
-want=$( (cat "$patches/series" 2>/dev/null; for p in "${series[@]}"; do cat "$patches/$p"; done) | sha256sum | cut -d' ' -f1)
-if [ "$(git config --get pmemcache.applied || true)" = "$want" ] &&
-   [ -z "$(git status --porcelain --untracked-files=no)" ]; then
+# One "name hash" line per patch, of its diff only (a reworded commit
+# message rebuilds nothing): what is applied now, what is wanted.
+wanted=$(for p in "${series[@]}"; do
+	echo "$p $(sed -n '/^diff --git /,$p' "$patches/$p" | sha256sum | cut -d' ' -f1)"
+done)
+applied=$(git config --get pmemcache.applied-list || true)
+clean=$([ -z "$(git status --porcelain --untracked-files=no)" ] && echo 1 || echo 0)
+if [ "$applied" = "$wanted" ] && [ $clean = 1 ]; then
 	exit 0
 fi
 
-git am --abort >/dev/null 2>&1 || true
-git reset -q --hard pristine
-git clean -fdq
-for p in "${series[@]}"; do
+# Patches added at the end of an applied series go on top: only the
+# files they touch change, so the O= build recompiles just those.
+start=0
+if [ $clean = 1 ] && [ -n "$applied" ] && [ "${wanted:0:${#applied}}" = "$applied" ] &&
+   [ "${wanted:${#applied}:1}" = $'\n' ]; then
+	start=$(echo "$applied" | wc -l)
+else
+	git am --abort >/dev/null 2>&1 || true
+	git reset -q --hard pristine
+	git clean -fdq
+fi
+for p in "${series[@]:$start}"; do
 	echo "  APPLY   $p"
 	git "${git_id[@]}" am -q "$patches/$p"
 done
-git config pmemcache.applied "$want"
+git config pmemcache.applied-list "$wanted"

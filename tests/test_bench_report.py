@@ -55,8 +55,8 @@ def test_ram_rows_subtract_the_bare_array_and_add_the_memmap():
 
 def test_crash_names_the_system_being_measured():
     console = "\n".join([
-        "PROGRESS raid5/raw: set up on /dev/md0 in 0.2 s",
-        "PROGRESS raid5/bcache: set up on /dev/bcache0 in 0.4 s",
+        "[  100.000001] pmc-bench: measuring raw",
+        "[  120.000002] pmc-bench: measuring bcache",
         "[  131.235163] BUG: kernel NULL pointer dereference, address: 0000000000000000",
         "[  131.235532] Oops: 0000 [#1] PREEMPT SMP NOPTI"])
     assert run_bench.crash(console) == {

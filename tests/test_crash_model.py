@@ -67,7 +67,7 @@ def test_every_acknowledged_write_survives_crashes(crash_model, seed):
 
 @pytest.mark.parametrize("step", BROKEN_STEPS)
 def test_checker_catches_a_missing_flush_or_fence(crash_model, step):
-    r = run_model(crash_model, "--ops", "300", "--seed", "1", "--break", step)
+    r = run_model(crash_model, "--ops", "1000", "--seed", "1", "--break", step)
     assert r["crash_states"] + r["format_states"] > 0
     assert r["violations"] > 0, f"--break {step} was not caught"
     assert r["rc"] == 1

@@ -11,19 +11,13 @@ raid5, a queue that never opted in (loop) and raid1 after hot-adding an
 incapable member must fail with -EOPNOTSUPP, without hanging and without
 degrading the array.
 """
-import os
-import subprocess
-from pathlib import Path
-
 import pytest
 
-from vm import KBUILD, KCACHE, REPO
+from vm import KBUILD, KMOD, build_test_kmods
 
-KSRC = Path(os.environ.get("KSRC", KCACHE / "linux"))
 # The debug kernel (make test DEBUG=1) must report dma-debug's error count.
 DMA_API_DEBUG = "CONFIG_DMA_API_DEBUG=y" in (
     (KBUILD / ".config").read_text() if (KBUILD / ".config").exists() else "")
-KMOD = REPO / "tests/kmod"
 EOPNOTSUPP = -95
 
 
@@ -32,9 +26,7 @@ def pfnwb_module():
     """Build tests/kmod/pfnwb.ko against the product kernel."""
     if not (KBUILD / "Module.symvers").exists():
         pytest.skip("no kernel build at %s" % KBUILD)
-    proc = subprocess.run(["flock", str(KCACHE / "kernel-build.lock"),
-                           "make", "-s", "-C", str(KSRC), "O=%s" % KBUILD, "CC=ccache gcc",
-                           "M=%s" % KMOD, "modules"], capture_output=True, text=True)
+    proc = build_test_kmods()
     if proc.returncode != 0 and "bio_add_pfn" in proc.stderr:
         pytest.skip("kernel without core-patches (no bio_add_pfn)")
     assert proc.returncode == 0, proc.stderr

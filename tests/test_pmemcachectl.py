@@ -5,7 +5,10 @@ unit tests, checks argument errors and exit codes, `check` verdicts on
 images crafted with the module's own metadata code
 (userspace/tests/mkimage), `drain` onto a file-backed origin compared byte
 for byte, the `status --json` schema from a captured status line, and runs
-check and drain under valgrind.
+check and drain under valgrind.  check and drain read records in 1 MiB
+batches: their output and writes are compared byte for byte with those of
+the last version that read one record per pread (built from git), on
+images with torn and superseded records at the batch boundaries.
 
 VM part: create over md raid5, fio verify through the cache, `status
 --json` counters against what was written, `flush` to clean, `remove`;
@@ -19,6 +22,7 @@ import random
 import re
 import shutil
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -380,8 +384,138 @@ def test_drain_refuses_another_origin(tool, tmp_path):
     assert p.returncode in (USAGE, MISMATCH)
 
 
+# --------------------------------------------- batched record reads --
+# check and drain read records through a read-ahead window (libpmc.c).
+# Their verdicts, output and writes must be those of the same code built
+# with a one-record window (one pread per record, as before the window),
+# byte for byte, records at the window boundaries included.
+WINDOW = eval(re.search(r"#define PMC_READ_WINDOW\t+(.*)",
+                        (US / "libpmc.c").read_text()).group(1).replace("U", ""))
+WINDOW_SLOTS = WINDOW // 32     # records per window
+FIRST_SLOTS = 4096 // 32        # window 0 starts with the superblock area
+FILL0 = 1000                    # oblocks of fill ops: FILL0 + slot
+
+
+def build_baseline(dest):
+    """pmemcachectl with a one-record read window, built in @dest."""
+    for d in ("userspace", "dm-pmemcache"):
+        shutil.copytree(REPO / d, dest / d, ignore=shutil.ignore_patterns("*.o", "*.ko"))
+    env = dict(os.environ, CPPFLAGS="-DPMC_READ_WINDOW=32U")   # the Makefile adds to it
+    p = subprocess.run(["make", "-C", str(dest / "userspace"), "clean", "pmemcachectl"],
+                       capture_output=True, text=True, env=env)
+    assert p.returncode == 0, p.stderr
+    return dest / "userspace/pmemcachectl"
+
+
+@pytest.fixture(scope="module")
+def baseline(tool, tmp_path_factory):
+    return str(build_baseline(tmp_path_factory.mktemp("baseline")))
+
+
+@pytest.fixture
+def shm_path(tmp_path):
+    """tmpfs if there is one: mkimage makes two fdatasync()s per write."""
+    if not os.access("/dev/shm", os.W_OK):
+        yield tmp_path
+        return
+    d = Path(tempfile.mkdtemp(dir="/dev/shm", prefix="pmc-test-"))
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d)
+
+
+def boundary_ops(n_blocks):
+    """Ops that put a torn, a superseded or a clean record at the last and
+    first slot of the first three record windows and at the last slot
+    (in the last, partial window); fill ops write every other slot."""
+    b1, b2 = WINDOW_SLOTS - FIRST_SLOTS, 2 * WINDOW_SLOTS - FIRST_SLOTS
+    assert n_blocks > b2 + 100
+    plan = {0: ["write:1:1:1"],
+            b1 - 1: ["tearnew:2:1:2"],
+            b1: ["crashdup:1:1:3"],             # older copy in slot 0
+            b2 - 1: ["write:3:1:4", "clean:3"],
+            b2: ["tearnew:4:1:5"],
+            n_blocks - 2: ["crashdup:%d:1:6" % (FILL0 + b1 + 1)],
+            n_blocks - 1: ["tearnew:5:1:7"]}
+    ops, slot = [], 0
+    for at in sorted(plan):
+        if at > slot:
+            ops.append("fill:%d:%d:1" % (FILL0 + slot, at - slot))
+        ops += plan[at]
+        slot = at + 1
+    return ops
+
+
+def compared_images(kind, d):
+    """(pmem, origin) of @kind in @d."""
+    origin = d / "origin.img"
+    if kind == "workload":
+        origin.write_bytes(random.Random(6).randbytes(ORIGIN_SECTORS * 512))
+        return mkimage(d / "pmem.img", *WORKLOAD, origin=origin), origin
+    if kind in ("sbcorrupt", "formatting"):
+        origin.write_bytes(b"\x55" * ORIGIN_SECTORS * 512)
+        return mkimage(d / "pmem.img", "write:1:ff:1", kind), origin
+    # bs 512: 77 K records, three windows; the origin holds 0x55 where
+    # the fill ops write, so that drained blocks show.
+    size, sectors = 40 << 20, 1 << 17
+    probe = subprocess.run([str(MKIMAGE), str(d / "pmem.img"), str(size), "512",
+                            str(sectors), "none"], capture_output=True, text=True)
+    n = int(re.search(r"blocks=(\d+)", probe.stdout).group(1))
+    with open(origin, "wb") as f:
+        f.truncate(sectors * 512)
+        f.seek(FILL0 * 512)
+        f.write(b"\x55" * n * 512)
+    return mkimage(d / "pmem.img", *boundary_ops(n), sectors=sectors,
+                   size=size, bs=512), origin
+
+
+def what_check_and_drain_say(binary, d):
+    """What every check and drain form on pmem.img/origin.img in @d says."""
+    said = []
+    for args in [["check", "--json", "pmem.img"], ["check", "pmem.img"],
+                 ["check", "--json", "pmem.img", "--origin", "origin.img"],
+                 ["drain", "--dry-run", "--json", "pmem.img", "origin.img"],
+                 ["drain", "--json", "pmem.img", "origin.img"],
+                 ["check", "--json", "pmem.img"]]:
+        p = subprocess.run([binary] + args, capture_output=True, text=True,
+                           cwd=d, timeout=120)
+        said.append((args, p.returncode, p.stdout, p.stderr))
+    return said
+
+
+@pytest.mark.parametrize("kind", ["boundaries", "workload", "sbcorrupt", "formatting"])
+def test_check_and_drain_say_what_the_per_record_reader_said(tool, baseline, shm_path, kind):
+    made = shm_path / "made"
+    made.mkdir()
+    compared_images(kind, made)
+    said = {}
+    for who, binary in [("old", baseline), ("new", tool)]:
+        subprocess.run(["cp", "-r", "--sparse=always", str(made), str(shm_path / who)],
+                       check=True)
+        said[who] = what_check_and_drain_say(binary, shm_path / who)
+    assert said["new"] == said["old"]
+    for f in ["pmem.img", "origin.img"]:
+        assert subprocess.run(["cmp", shm_path / "old" / f, shm_path / "new" / f]).returncode == 0
+    if kind == "boundaries":
+        j = json.loads(said["new"][0][2])
+        r = j["records"]
+        assert j["verdict"] == "dirty" and r["torn"] == 3 and r["superseded"] == 2
+        assert r["free"] == 5 and r["live"] + 5 == j["superblock"]["blocks"]
+        assert json.loads(said["new"][4][2])["blocks"] == r["dirty"] > 40000
+
+
+@pytest.mark.skipif(not shutil.which("valgrind"), reason="no valgrind")
+def test_windowed_reads_run_clean_under_valgrind(tool, shm_path):
+    # Stores into the window: the drain of test_check_and_drain_run_clean...
+    pmem, _ = compared_images("boundaries", shm_path)
+    p = run("check", "--json", pmem, valgrind=True)
+    assert p.returncode == DIRTY, p.stderr
+    assert json.loads(p.stdout)["records"]["torn"] == 3
+
+
 STATUS = ("0 2097152 pmemcache 65536 100 65000 436 50 2 10 7 200 0 3 9 0 0 150 614400 0 0 0 "
-          "12.1 bounce - 0 29491 48 2 5 1 0")
+          "12.1 bounce - 0 29491 48 2 5 1 0 0 0 3")
 TABLE = "0 2097152 pmemcache 9:0 259:0 4096 4 high_watermark 60 low_watermark 40"
 
 STATUS_KEYS = {
@@ -398,6 +532,7 @@ STATUS_KEYS = {
     "ram_bytes_per_block": float, "ram_bytes": int, "route": str, "mode": str,
     "wb_rate_blocks_per_sec": int, "wb_target_dirty": int, "stripe_blocks": int,
     "wb_full_stripes": int, "wb_flushes": int, "full_waits": int, "full_around": int,
+    "full_through": int, "full_timeouts": int, "bad_slots": int,
 }
 
 
@@ -425,6 +560,7 @@ def test_status_json_schema_from_a_captured_line(tool):
     assert j["writeback_rate_bytes_per_sec"] is None
     assert j["wb_target_dirty"] == 29491 and j["stripe_blocks"] == 48
     assert j["wb_full_stripes"] == 2 and j["wb_flushes"] == 5 and j["full_waits"] == 1
+    assert j["full_through"] == 0 and j["full_timeouts"] == 0 and j["bad_slots"] == 3
 
 
 def test_status_rejects_a_line_of_another_layout(tool):
@@ -586,10 +722,13 @@ NBLOCKS = 64
 WRITER = r"""
 pmc_init
 md_make md0 raid5 4 a
-# max_age: blocks are written back 2-8 s after they got dirty, so at the
-# cut the older blocks are clean (or in writeback) and the recent ones dirty.
+# max_age: blocks are written back 4-16 s after they got dirty, so at the
+# cut the older blocks are clean (or in writeback) and the recent ones
+# dirty. The watermarks (1-2 %% of the cache) are never reached by the 64
+# blocks written: with low_watermark 0, any dirty block started writeback,
+# and on a loaded host the cut could find nothing dirty.
 pmemcachectl create pc --origin /dev/md0 --cache /dev/pmem0 \
-	--high-watermark 2 --low-watermark 0 --max-age 4000 || die create
+	--high-watermark 2 --low-watermark 1 --max-age 8000 || die create
 """ + tp.WRITE_LOOP
 
 DRAIN = r"""
@@ -661,3 +800,32 @@ def test_vm_drain_after_power_cut_without_module(vm, guest):
     print("acknowledged writes: %d, dirty blocks drained: %d, clean: %d"
           % (nacked, d["blocks"], c1["records"]["clean"]))
     assert not lost, lost
+
+
+MEDIA_ERRORS = r"""
+pmc_init
+pmemcachectl create pc --origin /dev/vdf --cache /dev/pmem0 || die create
+dd if=/dev/urandom of=/dev/mapper/pc bs=4k count=64 oflag=direct 2>/dev/null || die write
+pmemcachectl remove --keep-dirty pc || die remove
+# media errors in the last page of record window 0 and the first of window 1
+echo "2040 8" > /sys/block/pmem0/badblocks || die badblocks
+echo "2048 8" > /sys/block/pmem0/badblocks || die badblocks
+set +e
+pmemcachectl check --json /dev/pmem0 > /tmp/new; echo "NEW_RC=$?"
+/test/pmemcachectl-old check --json /dev/pmem0 > /tmp/old; echo "OLD_RC=$?"
+set -e
+echo "NEW=$(tr -d '\n' < /tmp/new)"
+echo "OLD=$(tr -d '\n' < /tmp/old)"
+"""
+
+
+def test_vm_media_errors_in_a_read_window_cost_only_their_records(vm, guest, baseline):
+    # A window that fails to read is read record by record, as before:
+    # only the records of the two bad pages (2 x 128) are unreadable.
+    res = vm.run(guest.PRELUDE + MEDIA_ERRORS, timeout=600,
+                 files=[(baseline, "/test/pmemcachectl-old")])
+    assert res.value("NEW_RC") == res.value("OLD_RC") == str(CORRUPT)
+    new = json.loads(res.value("NEW"))
+    assert res.value("NEW") == res.value("OLD")
+    assert new["verdict"] == "damaged" and new["records"]["unreadable"] == 256
+    assert new["records"]["dirty"] == 64

@@ -39,7 +39,7 @@ STATUS_FIELDS = [
     "wb_bounce_bytes", "wb_errors", "wb_notsupp", "media_errors",
     "ram_bytes_per_block", "route", "mode", "wb_rate", "wb_target",
     "stripe_blocks", "wb_full_stripes", "wb_flushes", "full_waits",
-    "full_around",
+    "full_around", "full_through", "full_timeouts", "bad_slots",
 ]
 
 

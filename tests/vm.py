@@ -1,11 +1,15 @@
 """Drive the QEMU guest from pytest: boot, run a script, collect logs.
 
-One boot per VM.run(). The guest prints its kernel log and the script's
-exit status between markers (qemu/guest-init.sh); this module parses them
-and fails on any kernel report (BUG, WARNING, KASAN, lockdep, kmemleak,
-DMA-API, hung tasks), whether or not the script itself succeeded.
+One boot per VM.run(). Each boot has three channels (qemu/run-vm.sh): the
+serial console (kernel messages only), the script's own output (a virtio
+port), and init's result (exit status, whole kernel log, kmemleak). Script
+output is parsed from its channel alone, so a kernel line can never land
+inside a script line. Any kernel report (BUG, WARNING, KASAN, lockdep,
+kmemleak, DMA-API, hung tasks) fails the run, whether or not the script
+itself succeeded.
 """
 import fcntl
+import hashlib
 import os
 import re
 import signal
@@ -19,7 +23,9 @@ KCACHE = Path(os.environ.get("KCACHE", "/var/cache/dm-pmemcache"))
 KBUILD = Path(os.environ.get("KBUILD", KCACHE / "build"))
 BZIMAGE = KBUILD / "arch/x86/boot/bzImage"
 IMAGE = KCACHE / "guest-base.cpio.gz"
-LOGDIR = KCACHE / "test-logs"
+# One folder per checkout: test runs of two checkouts (a worktree, a fresh
+# clone) that share KCACHE never overwrite each other's logs.
+LOGDIR = KCACHE / "test-logs" / ("%s-%s" % (REPO.name, hashlib.sha1(bytes(REPO)).hexdigest()[:8]))
 RUN_VM = REPO / "qemu/run-vm.sh"
 
 
@@ -61,6 +67,18 @@ def build(cmd):
         return subprocess.run(cmd, capture_output=True, text=True)
 
 
+KSRC = Path(os.environ.get("KSRC", KCACHE / "linux"))
+KMOD = REPO / "tests/kmod"
+
+
+def build_test_kmods():
+    """Build the test modules of tests/kmod against the kernel under test
+    (under the kernel build lock: they build in its O= folder)."""
+    return subprocess.run(["flock", str(KCACHE / "kernel-build.lock"),
+                           "make", "-s", "-C", str(KSRC), "O=%s" % KBUILD, "CC=ccache gcc",
+                           "M=%s" % KMOD, "modules"], capture_output=True, text=True)
+
+
 def guest_files():
     """Built artefacts every guest gets, if they exist."""
     files = [(REPO / "tests/guest/lib.sh", "/test/lib.sh")]
@@ -72,34 +90,67 @@ def guest_files():
     return files
 
 
-# "[   11.045203] text\n" printed after something else on the same line
-MID_LINE_KERNEL_MSG = re.compile(r"(?<=[^\n])\[ *\d+\.\d+\] [^\n]*\n")
+@dataclass
+class BootFiles:
+    """Where one boot's three channels are written (see qemu/run-vm.sh)."""
+    console: Path   # serial console: kernel messages
+    out: Path       # the script's stdout and stderr
+    result: Path    # init's exit status, kernel log and kmemleak report
+
+    @classmethod
+    def of(cls, log):
+        return cls(log, log.with_suffix(".out"), log.with_suffix(".result"))
+
+    def unlink(self):
+        for p in (self.console, self.out, self.result, self.qemu_stderr):
+            p.unlink(missing_ok=True)
+
+    @property
+    def qemu_stderr(self):
+        return self.console.with_name(self.console.name + ".qemu")
+
+    def read(self):
+        """(console, output, result) as written so far."""
+        def text(p):
+            return p.read_text(errors="replace") if p.exists() else ""
+        return text(self.console) + text(self.qemu_stderr), text(self.out), text(self.result)
+
+
+def _section(text, name):
+    m = re.search(r"@@%s-BEGIN@@\n(.*)@@%s-END@@" % (name, name), text, re.S)
+    return m.group(1) if m else ""
 
 
 @dataclass
 class GuestRun:
     rc: int
-    console: str
+    console: str        # the serial console: kernel messages only
+    output: str         # what the script printed, nothing else
     log_path: Path
+    result: str = ""    # init's report after the script (absent after a power cut)
+
+    @classmethod
+    def load(cls, rc, files):
+        console, output, result = files.read()
+        return cls(rc, console, output, files.console, result)
 
     @property
     def dmesg(self):
-        m = re.search(r"@@DMESG-BEGIN@@\n(.*)@@DMESG-END@@", self.console, re.S)
-        return m.group(1) if m else ""
-
-    @property
-    def output(self):
-        """What the script printed (and kernel lines), without the final dmesg dump.
-        A kernel line that landed in the middle of a script line (TCG's
-        "hrtimer: interrupt took ...") is cut out, joining the two halves."""
-        out = re.sub(r"@@DMESG-BEGIN@@.*@@DMESG-END@@\n?", "", self.console, flags=re.S)
-        return MID_LINE_KERNEL_MSG.sub("", out)
+        """The whole kernel log, as dmesg printed it after the script."""
+        return _section(self.result, "DMESG")
 
     def reports(self):
-        return [l for l in self.console.splitlines() if KERNEL_REPORTS.search(l)]
+        """Kernel reports: on the console (all a power-cut boot has), in the
+        final kernel log (messages below the console's loglevel) and in
+        kmemleak's report."""
+        text = "\n".join((self.console, self.dmesg, _section(self.result, "KMEMLEAK")))
+        # a line on the console is in the final kernel log too: count it once
+        return list(dict.fromkeys(l for l in text.splitlines() if KERNEL_REPORTS.search(l)))
 
     def tail(self, n=60):
-        return "\n".join(self.console.splitlines()[-n:])
+        return ("--- script output ---\n%s\n--- console ---\n%s"
+                % ("\n".join(self.output.splitlines()[-n:]),
+                   "\n".join(self.console.splitlines()[-n // 2:])))
 
     def values(self, key):
         """Values the script printed as 'KEY=value' lines."""
@@ -151,7 +202,10 @@ class VM:
                "--iommu", iommu, "--timeout", str(timeout * TIMEOUT_FACTOR),
                "--disks", str(disks),
                "--disk-size", str(disk_size), "--pmem-size", str(pmem_size),
-               "--memory", str(memory), "--log", str(log)]
+               "--memory", str(memory)]
+        chan = BootFiles.of(log)
+        cmd += ["--log", str(chan.console), "--out", str(chan.out),
+                "--result", str(chan.result)]
         append = " ".join(x for x in (BOOT_APPEND, append) if x)
         if append:
             cmd += ["--append", append]
@@ -162,11 +216,12 @@ class VM:
         return cmd
 
     def _log_path(self):
+        """The console log of the next boot; BootFiles.of() names the others."""
         LOGDIR.mkdir(parents=True, exist_ok=True)
         self.boots += 1
         log = LOGDIR / ("%s.%d.log" % (self.name, self.boots))
-        # a log left by an earlier pytest run must never be read as this one's
-        log.unlink(missing_ok=True)
+        # logs left by an earlier pytest run must never be read as this one's
+        BootFiles.of(log).unlink()
         return log
 
     def run(self, script, *, check=True, allow_reports=False, **opts):
@@ -175,8 +230,7 @@ class VM:
         cmd = self.command(script, log=log, **opts)
         proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                               text=True)
-        console = log.read_text(errors="replace") if log.exists() else ""
-        res = GuestRun(proc.returncode, console, log)
+        res = GuestRun.load(proc.returncode, BootFiles.of(log))
         if not allow_reports:
             check_reports(res)
         if check and res.rc != 0:
@@ -185,12 +239,12 @@ class VM:
         return res
 
     def start(self, script, **opts):
-        """Boot in the background (for power cuts); returns (Popen, log path)."""
+        """Boot in the background (for power cuts); returns (Popen, BootFiles)."""
         log = self._log_path()
         cmd = self.command(script, log=log, **opts)
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                 start_new_session=True)
-        return proc, log
+        return proc, BootFiles.of(log)
 
     @staticmethod
     def power_cut(proc):

@@ -652,9 +652,14 @@ static void status_human(const char *name, const struct sample *s,
 	       "stripe", (unsigned long long)st->stripe_blocks,
 	       (unsigned long long)st->wb_full_stripes,
 	       (unsigned long long)st->wb_flushes);
-	printf("  %-18s %llu waits, %llu went around\n", "cache full",
-	       (unsigned long long)st->full_waits,
-	       (unsigned long long)st->full_around);
+	printf("  %-18s %llu waits (%llu for all of full_wait), %llu went around, %llu written through\n",
+	       "cache full", (unsigned long long)st->full_waits,
+	       (unsigned long long)st->full_timeouts,
+	       (unsigned long long)st->full_around,
+	       (unsigned long long)st->full_through);
+	if (st->bad_slots)
+		printf("  %-18s %llu blocks out of use (pmem badblocks)\n",
+		       "bad pmem", (unsigned long long)st->bad_slots);
 	printf("  %-18s %llu writeback, %llu media, %llu pfn refused\n", "errors",
 	       (unsigned long long)st->wb_errors, (unsigned long long)st->media_errors,
 	       (unsigned long long)st->wb_notsupp);

@@ -23,7 +23,7 @@ int pmc_split_dm_line(const char *line, uint64_t *start, uint64_t *len,
 int pmc_status_parse(const char *params, struct pmc_status *s)
 {
 	char ram[32], route[16], mode[16], extra[2];
-	unsigned long long int v[19], w[7];
+	unsigned long long int v[19], w[10];
 	char *end;
 	int n;
 
@@ -31,13 +31,14 @@ int pmc_status_parse(const char *params, struct pmc_status *s)
 	n = sscanf(params,
 		   "%llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu "
 		   "%llu %llu %llu %llu %llu %llu %llu %31s %15s %15s "
-		   "%llu %llu %llu %llu %llu %llu %llu %1s",
+		   "%llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %1s",
 		   &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8],
 		   &v[9], &v[10], &v[11], &v[12], &v[13], &v[14], &v[15], &v[16],
 		   &v[17], &v[18], ram, route, mode,
-		   &w[0], &w[1], &w[2], &w[3], &w[4], &w[5], &w[6], extra);
-	/* Exactly 29 fields: a changed layout must fail, not misparse. */
-	if (n != 29)
+		   &w[0], &w[1], &w[2], &w[3], &w[4], &w[5], &w[6], &w[7], &w[8],
+		   &w[9], extra);
+	/* Exactly 32 fields: a changed layout must fail, not misparse. */
+	if (n != 32)
 		return -1;
 	s->wb_rate = w[0];
 	s->wb_target = w[1];
@@ -46,6 +47,9 @@ int pmc_status_parse(const char *params, struct pmc_status *s)
 	s->wb_flushes = w[4];
 	s->full_waits = w[5];
 	s->full_around = w[6];
+	s->full_through = w[7];
+	s->full_timeouts = w[8];
+	s->bad_slots = w[9];
 	s->blocks = v[0];
 	s->dirty = v[1];
 	s->free = v[2];
@@ -152,6 +156,9 @@ json_object *pmc_status_json(const char *name, uint64_t len_sectors,
 	ADD(j, "wb_flushes", U64(s->wb_flushes));
 	ADD(j, "full_waits", U64(s->full_waits));
 	ADD(j, "full_around", U64(s->full_around));
+	ADD(j, "full_through", U64(s->full_through));
+	ADD(j, "full_timeouts", U64(s->full_timeouts));
+	ADD(j, "bad_slots", U64(s->bad_slots));
 	ADD(j, "mode", json_object_new_string(s->cleaner ? "cleaner" : "normal"));
 	return j;
 }

@@ -26,7 +26,8 @@ struct pmc_status {
 	uint64_t wb_rate;	/* blocks/s between the watermarks; 0: no limit */
 	uint64_t wb_target;	/* dirty blocks the rate controller aims at */
 	uint64_t stripe_blocks, wb_full_stripes, wb_flushes;
-	uint64_t full_waits, full_around;
+	uint64_t full_waits, full_around, full_through, full_timeouts;
+	uint64_t bad_slots;
 };
 
 struct pmc_table {

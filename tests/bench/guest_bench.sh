@@ -137,6 +137,8 @@ for sys in $SYSTEMS; do
 		teardown $sys; continue
 	fi
 	u1=$(mem_used); k1=$(kern_kb)
+	# in the kernel log too, so that a kernel report names the system
+	echo "<4>pmc-bench: measuring $sys" > /dev/kmsg
 	echo "PROGRESS $LAYOUT/$sys: set up on $DEV in $(awk "BEGIN{printf \"%.1f\", $(now)-$t0}") s"
 	echo "BENCH sys=$sys dev=$DEV ns=$NS memmap_kb=$memmap_kb setup_used_kb=$((u1 - u0)) setup_kern_kb=$((k1 - k0))"
 	for job in $JOBS; do

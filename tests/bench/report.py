@@ -274,6 +274,10 @@ def main():
         add("\nStripe-aware writeback, the drain against raw md raid5 full-stripe bandwidth, and a "
             "full cache under twice the load the origin absorbs: [bench/writeback.md](bench/writeback.md) "
             "(tests/bench/run_wb_bench.py, also run by `make bench`).")
+    if (OUT / "check.md").exists():
+        add("\n`pmemcachectl check` on a 64 GiB cache image, against the version that "
+            "read one record per pread: [bench/check.md](bench/check.md) (tests/bench/check_speed.py, "
+            "`make bench-check`, host only).")
     add("\nCPU: busy ticks of all guest CPUs (user+system+irq+softirq+steal, /proc/stat) during "
         "the timed drain, divided by the GiB written back. Under TCG this is emulated CPU time.\n")
 

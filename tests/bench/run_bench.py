@@ -24,7 +24,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
-from vm import VM, KCACHE, KERNEL_REPORTS  # noqa: E402
+from vm import VM, BootFiles, KCACHE, KERNEL_REPORTS  # noqa: E402
 
 REPO = HERE.parent.parent
 OUT = REPO / "docs/bench"
@@ -61,34 +61,37 @@ def run_boot(model, layout, systems):
     log = vm._log_path()
     cmd = vm.command(script, files=files, timeout=2400 * REPEATS, disks=6, disk_size=1024,
                      pmem_size=1024, throttle=MODELS[model], log=log)
-    rc, console = run_guest(cmd, log, model + "/")
+    rc, output, console = run_guest(cmd, log, model + "/")
     subprocess.run(["rm", "-rf", str(state)])
     if rc != 0:
         print("  guest exited %d (log %s)" % (rc, log), flush=True)
-    return console, rc
+    return output, console, rc
 
 
 def run_guest(cmd, log, label):
     """Run a guest to its end, printing its PROGRESS lines as they come
-    (prefixed with the time and @label); returns (exit status, console)."""
+    (prefixed with the time and @label); returns (exit status, script
+    output, kernel console)."""
     t0, seen = time.time(), 0
+    boot = BootFiles.of(log)
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     while True:
         done = proc.poll() is not None
-        lines = log.read_text(errors="replace").splitlines() if log.exists() else []
+        console, output, _ = boot.read()
+        lines = output.splitlines()
         for l in lines[seen:]:
             if l.startswith("PROGRESS "):
                 print("  [%4.0fs] %s%s" % (time.time() - t0, label, l[9:]), flush=True)
         seen = len(lines)
         if done:
-            return proc.returncode, "\n".join(lines)
+            return proc.returncode, output, console
         time.sleep(2)
 
 
-def parse(console):
+def parse(output):
     """fio: {system: {"job-rN": fio JSON}}, bench: {system: {key: value}}."""
     fio, bench = {}, {}
-    for l in console.splitlines():
+    for l in output.splitlines():
         if l.startswith("FIOJSON "):
             _, sys_, job, rep, blob = l.split(" ", 4)
             try:
@@ -104,10 +107,11 @@ def parse(console):
 
 def crash(console):
     """If the guest's kernel reported something: the system being measured
-    then and the first report line."""
+    then (guest_bench.sh logs "pmc-bench: measuring SYS" in the kernel log)
+    and the first report line."""
     system = None
     for l in console.splitlines():
-        m = re.match(r"PROGRESS \w+/(\S+): set up", l)
+        m = re.search(r"pmc-bench: measuring (\S+)", l)
         if m:
             system = m.group(1)
         elif KERNEL_REPORTS.search(l):
@@ -160,8 +164,8 @@ def main():
             start = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                      "loadavg_start": host_info()["loadavg"]}
             t0 = time.time()
-            console, rc = run_boot(model, layout, systems)
-            fio, bench = parse(console)
+            output, console, rc = run_boot(model, layout, systems)
+            fio, bench = parse(output)
             key = "%s-%s" % (model, layout)
             for old in OUT.glob(key + "-*.json"):
                 old.unlink()

@@ -45,10 +45,10 @@ def boot(phase, pmem_mb):
     log = vm._log_path()
     cmd = vm.command(script, timeout=1800, disks=4, disk_size=1024, pmem_size=pmem_mb,
                      throttle=HDD, log=log)
-    rc, console = run_guest(cmd, log, phase + ": ")
+    rc, output, _ = run_guest(cmd, log, phase + ": ")
     subprocess.run(["rm", "-rf", str(state)])
     wb, fio = {}, None
-    for l in console.splitlines():
+    for l in output.splitlines():
         if l.startswith("WB "):
             kv = dict(re.findall(r"(\w+)=(\S+)", l))
             wb.setdefault(kv.pop("sys", "_boot"), {}).update(kv)

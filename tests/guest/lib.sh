@@ -1,5 +1,6 @@
 # Helpers for guest scripts (busybox sh). Sourced by every test script.
-# Results go to the console as KEY=value lines that the host parses.
+# Results are KEY=value lines on the script's own output channel (not the
+# kernel console), which the host parses.
 
 die() {
 	echo "FAIL: $*"

@@ -92,7 +92,7 @@ enum brk {
 	BRK_NONE,
 	BRK_DATA_FENCE,		/* skip W2 */
 	BRK_RECORD_FENCE,	/* skip W4 */
-	BRK_FREE_FENCE,		/* skip W6, D1' and the eviction/discard fences */
+	BRK_FREE_FENCE,		/* skip W6, D1 and the eviction/discard fences */
 	BRK_DATA_FLUSH,		/* data stores are never flushed */
 	BRK_RECORD_FLUSH,	/* record stores are never flushed */
 	BRK_FORMAT_ORDER,	/* skip the fence before the format commit */
@@ -891,16 +891,14 @@ static u32 evict_clean(u32 want)
 			      (unsigned long long)pmc_slot_oblock(v));
 			check_clean_on_origin(s, v);
 			pmc_meta_evict(&E.m, &E.idx, s);
+			/* SITE: E2 eviction fence before the unlock, io.c */
+			pmc_meta_fence(PMC_P_FREE);
 			victims[got++] = s;
 		}
 		unlock_w(st);
 	}
-	if (got) {
-		/* SITE: E2 eviction fence, io.c */
-		pmc_meta_fence(PMC_P_FREE);
-		free_slots(victims, got);
-		n_evicted += got;
-	}
+	free_slots(victims, got);
+	n_evicted += got;
 	unlock_w(&E.evict_lock);
 	return got;
 }
@@ -1668,6 +1666,23 @@ static void snapshot(const char *ctx)
 /* ------------------------------------------------------------------ */
 /* loading, restarting                                                */
 
+/* Every slot is live, free or quarantined after a load: else stop. */
+static void index_check_after_load(void)
+{
+	u64 used = 0, i;
+
+	for (i = 0; i < E.m.n_blocks; i++)
+		if (pmc_slot_flags(E.idx.slot[i]) & (PMC_SF_USED | PMC_SF_BAD))
+			used++;
+	if (used + E.idx.n_free == E.m.n_blocks)
+		return;
+	n_violations++;
+	if (report_left-- > 0)
+		fprintf(stderr, "VIOLATION (load): %llu slots neither live nor free\n",
+			(unsigned long long)(E.m.n_blocks - used - E.idx.n_free));
+	stop_all = 1;
+}
+
 /* pmc_load(): open and recover on the loader CPU (never fences again). */
 static void load_engine(void)
 {
@@ -1683,6 +1698,7 @@ static void load_engine(void)
 	assert(!r);
 	r = pmc_meta_recover(&E.m, &E.idx, &st);
 	assert(!r);
+	index_check_after_load();
 	for (i = 0; i < NSTRIPES; i++)
 		E.stripe[i].owner = -1, E.stripe[i].readers = 0;
 	E.free_lock.owner = -1;
@@ -1749,6 +1765,7 @@ static void world_reset(void)
 		pmc_index_destroy(&E.idx);
 	}
 	pm_load(&E.pm, zero);
+	stop_all = 0;
 	work_pm = &E.pm;
 	PM = &E.pm;
 	cur_cpu = CPU_LOADER;
@@ -1951,7 +1968,7 @@ static void run_workload(void)
 
 		if (brk != BRK_NONE && n_violations)
 			break;
-		if (stop_at_first && n_violations)
+		if ((stop_at_first && n_violations) || stop_all)
 			break;
 		for (i = 0; i < ncpu; i++) {
 			if (i < n_writers && !cpus[i].finished)
@@ -2126,15 +2143,16 @@ static void format_crashes(u32 rounds)
 			struct pmc_recover_stats st;
 			struct fill_ctx c = { .id = 1, .mask = 0xff, .oblock = 3 };
 			const char *why;
-			u32 freed;
+			u32 freed, slot;
 
 			pmc_meta_format(&m, fm.vol, pmem_size, BS, &oid);
 			pmc_meta_open(&m, fm.vol, pmem_size, BS, &oid, &why);
 			pmc_index_init(&idx, m.n_blocks);
 			pmc_meta_recover(&m, &idx, &st);
-			pmc_meta_write_block(&m, &idx, 3, 0xff,
-					     pmc_index_pop_free(&idx), 0,
-					     fill_cb, &c, &freed);
+			slot = pmc_index_pop_free(&idx);
+			if (slot != PMC_NO_SLOT)
+				pmc_meta_write_block(&m, &idx, 3, 0xff, slot, 0,
+						     fill_cb, &c, &freed);
 			pmc_index_destroy(&idx);
 		} else if (start == 2) {
 			pmc_random_bytes(fm.vol, pmem_size);

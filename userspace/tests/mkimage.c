@@ -13,6 +13,12 @@
  *                              two live copies, as a crash between W4 and W6
  *   tearnew:OBLOCK:MASK:SEED   a write whose record store was torn (never
  *                              acknowledged: not applied to --apply-to)
+ *   fill:FIRST:COUNT:STEP      COUNT writes, one per block of FIRST..+COUNT
+ *                              in the order FIRST + i * STEP % COUNT (STEP
+ *                              coprime to COUNT); every 4th of half a block,
+ *                              every 3rd then marked CLEAN.  Records only:
+ *                              the data is not written (benchmarks of check;
+ *                              two fdatasync()s a write: use tmpfs)
  *   sbcorrupt                  flip a superblock byte (checksum now wrong)
  *   sbversion:V                version V with a correct checksum
  *   formatting                 magic = "format in progress"
@@ -102,6 +108,39 @@ static u32 do_write(u64 oblock, u32 mask, u32 seed)
 	return slot;
 }
 
+static int fill_nothing(void *ctx, u8 *kaddr)
+{
+	(void)ctx;
+	(void)kaddr;
+	return 0;
+}
+
+static void do_fill(u64 first, u64 count, u64 step)
+{
+	u32 full = im.meta.full_mask, half = full >> (im.meta.spb / 2);
+	u32 slot, freed;
+	u64 i;
+
+	for (i = 0; i < count; i++) {
+		u64 oblock = first + (i * step) % count;
+
+		slot = pmc_index_pop_free(&im.idx);
+		if (slot == PMC_NO_SLOT)
+			die("cache full");
+		if (pmc_meta_write_block(&im.meta, &im.idx, oblock, i % 4 ? full : half,
+					 slot, 0, fill_nothing, NULL, &freed))
+			die("write_block failed");
+		if (freed != PMC_NO_SLOT)
+			pmc_index_push_free(&im.idx, freed);
+		if (i % 3)
+			continue;
+		pmc_meta_wb_start(&im.idx, slot);
+		if (pmc_meta_wb_done(&im.meta, &im.idx, slot, true, &freed))
+			die("wb_done");
+		pmc_meta_fence(PMC_P_CLEAN);
+	}
+}
+
 static u8 *rec_addr(u32 slot)
 {
 	return im.base + PMC_RECORDS_OFFSET + (u64)slot * PMC_RECORD_SIZE;
@@ -144,7 +183,7 @@ static int hexv(int c)
 int main(int argc, char **argv)
 {
 	struct pmc_origin_id oid = { 0 };
-	u64 bytes, oblock;
+	u64 bytes, oblock, count, step;
 	u32 bs, mask, seed;
 	int i, fd;
 
@@ -215,6 +254,9 @@ int main(int argc, char **argv)
 			if (pmc_index_lookup(&im.idx, oblock) != PMC_NO_SLOT)
 				die("tearnew: block already cached");
 			flip(rec_addr(do_write(oblock, mask, seed)) + 9);
+		} else if (sscanf(a, "fill:%llu:%llu:%llu", (unsigned long long *)&oblock,
+				  (unsigned long long *)&count, (unsigned long long *)&step) == 3) {
+			do_fill(oblock, count, step);
 		} else if (sscanf(a, "clean:%llu", (unsigned long long *)&oblock) == 1) {
 			u32 slot = pmc_index_lookup(&im.idx, oblock), freed;
 			u64 v;

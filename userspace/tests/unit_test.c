@@ -27,10 +27,10 @@ static int failures, cases;
 	}								\
 } while (0)
 
-#define STATUS_TAIL " 64 450 48 3 9 2 1"
+#define STATUS_TAIL " 64 450 48 3 9 2 1 5 4 17"
 #define STATUS_OK "1000 10 900 90 5 1 7 3 11 0 2 4 6 24576 8 32768 1 0 0 12.1 bounce -" STATUS_TAIL
 
-static void status_parses_all_29_fields(void)
+static void status_parses_all_32_fields(void)
 {
 	struct pmc_status s;
 
@@ -47,6 +47,7 @@ static void status_parses_all_29_fields(void)
 	CHECK(s.wb_rate == 64 && s.wb_target == 450 && s.stripe_blocks == 48);
 	CHECK(s.wb_full_stripes == 3 && s.wb_flushes == 9);
 	CHECK(s.full_waits == 2 && s.full_around == 1);
+	CHECK(s.full_through == 5 && s.full_timeouts == 4 && s.bad_slots == 17);
 }
 
 static void status_rejects_wrong_field_count(void)
@@ -72,7 +73,7 @@ static void status_reads_cleaner_mode(void)
 {
 	struct pmc_status s;
 
-	CHECK(!pmc_status_parse("8 0 8 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 16.0 pfn cleaner 0 3 1 0 0 0 0", &s));
+	CHECK(!pmc_status_parse("8 0 8 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 16.0 pfn cleaner 0 3 1 0 0 0 0 0 0 0", &s));
 	CHECK(s.cleaner && !strcmp(s.route, "pfn"));
 }
 
@@ -186,6 +187,32 @@ static void crc32c_matches_kernel_convention(void)
 	CHECK(pmc_crc32c(~0U, "123456789", 9) == (u32)~0xe3069283U);
 }
 
+/* The shim's crc32c (hardware or table) against the bitwise definition. */
+static u32 crc32c_bitwise(u32 crc, const u8 *b, size_t len)
+{
+	int k;
+
+	while (len--) {
+		crc ^= *b++;
+		for (k = 0; k < 8; k++)
+			crc = (crc >> 1) ^ (0x82F63B78U & -(crc & 1));
+	}
+	return crc;
+}
+
+static void crc32c_matches_bitwise_definition(void)
+{
+	u8 buf[80];
+	size_t off, len;
+
+	for (len = 0; len < sizeof(buf); len++)
+		buf[len] = (u8)(len * 151 + 7);
+	for (off = 0; off < 8; off++)
+		for (len = 0; len + off <= 72; len++)
+			CHECK(pmc_crc32c(0x1234567U, buf + off, len) ==
+			      crc32c_bitwise(0x1234567U, buf + off, len));
+}
+
 static char *tmp_image(u64 bytes)
 {
 	static char path[64];
@@ -233,16 +260,42 @@ static void readonly_image_never_changes(void)
 	unlink(p);
 }
 
+/*
+ * Small reads come from a read-ahead window (libpmc.c): it must show every
+ * store that reached the file, and a read across its end must still be
+ * right.
+ */
+static void small_reads_see_stores_and_cross_windows(void)
+{
+	u8 w[16] = "0123456789abcdef", r[16], z[16] = { 0 };
+	struct pmc_image im;
+	char *p = tmp_image(4 << 20);
+
+	CHECK(p);
+	CHECK(!pmc_image_open(&im, p, false, false));
+	CHECK(!pmc_pmem_read(r, im.base + 64, 8) && !memcmp(r, z, 8));
+	pmc_pmem_write(im.base + 96, w, 8, PMC_P_RECORD);
+	CHECK(!pmc_pmem_read(r, im.base + 96, 8) && !memcmp(r, w, 8));
+	pmc_pmem_write(im.base + (1 << 20) - 8, w, 16, PMC_P_RECORD);
+	CHECK(!pmc_pmem_read(r, im.base + (1 << 20) - 8, 16) && !memcmp(r, w, 16));
+	CHECK(!pmc_pmem_read(r, im.base + (1 << 20) - 4, 8) && !memcmp(r, w + 4, 8));
+	CHECK(!pmc_pmem_read(r, im.base + (1 << 20), 8) && !memcmp(r, w + 8, 8));
+	CHECK(!pmc_pmem_read(r, im.base + (4 << 20) - 8, 8) && !memcmp(r, z, 8));
+	pmc_image_close(&im);
+	unlink(p);
+}
+
 int main(void)
 {
 	void (*tests[])(void) = {
-		status_parses_all_29_fields, status_rejects_wrong_field_count,
+		status_parses_all_32_fields, status_rejects_wrong_field_count,
 		status_rejects_bad_words, status_reads_cleaner_mode,
 		table_keeps_features, dm_line_splits, json_schema_is_stable,
 		json_rate_is_null_when_not_measured, numbers_parse_strictly,
-		crc32c_matches_kernel_convention,
+		crc32c_matches_kernel_convention, crc32c_matches_bitwise_definition,
 		check_says_blank_then_clean_after_format,
 		readonly_image_never_changes,
+		small_reads_see_stores_and_cross_windows,
 	};
 	size_t i;
 

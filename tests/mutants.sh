@@ -1,0 +1,111 @@
+#!/bin/bash
+# Mutation testing of the durability sites (issue 14).
+#
+# Each mutant removes one durability step from a copy of dm-pmemcache/ in
+# a temporary folder and runs the checker that must notice it:
+#   vm     the module is built against the shared kernel build and
+#          tests/test_durability.py::test_power_cuts_over_a_volatile_origin
+#          runs with it (3 cuts over the volatile origin); caught if that
+#          test fails with "acknowledged writes lost";
+#   model  tests/host/crash_model is built over the mutant's pmc_meta.c and
+#          runs the make-test seeds (--ops 300, seeds 1 2 3, and the
+#          waitprev run --ops 600 --seed 2); caught if it reports a
+#          VIOLATION (an assertion of the model that fails because, say,
+#          format has one fence less than the model cuts at, is not).
+# Nothing in dm-pmemcache/ itself is changed.
+#
+# usage: tests/mutants.sh [NAME-PATTERN]
+# Prints one line per mutant and "durability sites N, mutants caught N".
+# Exit status 0 if every mutant was caught.
+set -u -o pipefail
+
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+KCACHE=${KCACHE:-/var/cache/dm-pmemcache}
+KBUILD=${KBUILD:-$KCACHE/build}
+KSRC=${KSRC:-$KCACHE/linux}
+PY=${PY:-/usr/bin/python3}
+ONLY=${1:-}
+LOGS=${MUTANT_LOGS:-$KCACHE/test-logs/mutants}
+
+# name|file|checker|python expression on the file's text s (must change it)
+MUTANTS=(
+	"origin flush before CLEAN (pmc_wb_flush_origin)|writeback.c|vm|s.replace('r = blkdev_issue_flush(pc->origin->bdev);', 'r = 0;', 1)"
+	"FUA of write-around (pmc_write_around)|io.c|vm|s.replace('bio->bi_opf |= REQ_FUA;', '', 1)"
+)
+# every pmem fence of the shared metadata code, one at a time
+while IFS=: read -r line text; do
+	label=$(grep -o 'PMC_P_[A-Z]*' <<<"$text")
+	MUTANTS+=("pmem fence pmc_meta.c:$line ($label)|pmc_meta.c|model|drop_line(s, $line)")
+done < <(grep -n 'pmc_pmem_fence(PMC_P_' "$REPO/dm-pmemcache/pmc_meta.c" | grep -v '^[0-9]*:static')
+
+mkdir -p "$LOGS"
+sites=0 caught=0
+for m in "${MUTANTS[@]}"; do
+	IFS='|' read -r name file checker expr <<<"$m"
+	[ -n "$ONLY" ] && [[ $name != *"$ONLY"* ]] && continue
+	sites=$((sites + 1))
+	tmp=$(mktemp -d)
+	cp -r "$REPO/dm-pmemcache" "$tmp/"
+	rm -f "$tmp"/dm-pmemcache/*.ko "$tmp"/dm-pmemcache/*.o
+	if ! "$PY" - "$tmp/dm-pmemcache/$file" "$expr" <<'EOF'
+import sys
+path, expr = sys.argv[1], sys.argv[2]
+
+
+def drop_line(s, n):
+    lines = s.split("\n")
+    assert "pmc_pmem_fence(" in lines[n - 1], lines[n - 1]
+    del lines[n - 1]
+    return "\n".join(lines)
+
+
+s = open(path).read()
+t = eval(expr)
+if t == s:
+    sys.exit("mutant did not change %s" % path)
+open(path, "w").write(t)
+EOF
+	then
+		echo "mutant $name: could not be applied"
+		rm -rf "$tmp"
+		continue
+	fi
+	log="$LOGS/$(tr -c 'A-Za-z0-9_.-' _ <<<"$name").log"
+	verdict="NOT caught"
+	case $checker in
+	vm)
+		if ! make -s -C "$KSRC" O="$KBUILD" CC="ccache gcc" M="$tmp/dm-pmemcache" \
+			modules > "$log" 2>&1; then
+			echo "mutant $name: does not build (log $log)"
+			rm -rf "$tmp"
+			continue
+		fi
+		(cd "$REPO" && PMC_LONG=0 PMC_DURABLE_CUTS=${MUTANT_CUTS:-3} \
+			PMC_MUTANT_KO="$tmp/dm-pmemcache/dm-pmemcache.ko" \
+			KCACHE=$KCACHE KBUILD=$KBUILD $PY -m pytest -p no:cacheprovider -x -q \
+			tests/test_durability.py::test_power_cuts_over_a_volatile_origin) \
+			>> "$log" 2>&1
+		grep -q "acknowledged writes lost" "$log" && verdict=caught
+		;;
+	model)
+		mkdir "$tmp/host"
+		cp "$REPO"/tests/host/crash_model.c "$REPO"/tests/host/Makefile "$tmp/host/"
+		if ! make -s -C "$tmp/host" SRC="$tmp/dm-pmemcache" crash_model > "$log" 2>&1; then
+			echo "mutant $name: does not build (log $log)"
+			rm -rf "$tmp"
+			continue
+		fi
+		for args in "--seed 1" "--seed 2" "--seed 3" "--ops 600 --seed 2"; do
+			# shellcheck disable=SC2086
+			timeout 900 "$tmp/host/crash_model" --ops 300 $args >> "$log" 2>&1
+		done
+		# a VIOLATION line, not just a failed assertion of the model
+		grep -q "^VIOLATION" "$log" && verdict=caught
+		;;
+	esac
+	[ "$verdict" = caught ] && caught=$((caught + 1))
+	echo "mutant $name: $verdict (log $log)"
+	rm -rf "$tmp"
+done
+echo "durability sites $sites, mutants caught $caught"
+[ "$sites" = "$caught" ]
