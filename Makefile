@@ -60,7 +60,8 @@ test: kernel image
 	@KCACHE=$(KCACHE) KBUILD=$(KBUILD) $(PYTEST) -p no:cacheprovider -ra --durations=12 \
 		-n $(TEST_JOBS) tests
 
-# The long forms: >= 10,000 crash states of the host model, >= 50 VM power
+# The long forms: >= 1,000,000 crash states of the host model on several
+# simulated CPUs and every durability-site mutant caught, >= 50 VM power
 # cuts, >= 200 cuts over the volatile origin, the durability mutants,
 # 2,000 fuzzed tables and 600 messages; the figures are printed together
 # at the end.

@@ -3,30 +3,54 @@
  * Host crash-consistency model of the dm-pmemcache commit protocol.
  *
  * The module's shared metadata code (pmc_meta.c, pmc_index.c) is compiled
- * here against a model of pmem in which every store stays volatile until
- * it has been flushed AND a later fence has completed.  A random workload
- * (writes, overwrites, sub-block writes, spanning writes, discards,
- * flushes, asynchronous writeback with errors, eviction) runs on it; at
- * every fence and at random stores between, the harness takes a snapshot
- * and builds several crash images from it: the durable image plus a
- * random subset of the not-yet-durable stores, either whole cache lines
- * (each line cut at a random point of its store history) or torn 8-byte
- * words, plus the two extremes (nothing / everything).  Each image is
- * recovered with the module's recovery code and checked:
+ * here against a model of pmem and run by several simulated CPUs:
+ *
+ *   - pmem: every store stays volatile until it has been flushed AND a
+ *     later fence of the SAME CPU has completed.  Each CPU has its own
+ *     pending stores; a fence drains only the caller's.  A lock hand-off
+ *     between CPUs orders memory but persists nothing, and a flushed
+ *     (non-temporal) store that its CPU has not fenced may still land
+ *     after a newer store of another CPU to the same word.
+ *   - origin: a disk with a volatile write cache.  A completed write is
+ *     durable only after a later flush; at a crash any subset of the
+ *     unflushed and in-flight writes may have landed.
+ *   - CPUs: coroutines (ucontext) switched by a deterministic, seeded
+ *     scheduler at every store, fence and lock operation.  Priorities are
+ *     re-drawn at random points (PCT style), so a CPU can stall for a long
+ *     stretch in the middle of a protocol step while the others run.
+ *     Writers (>= 2) write, overwrite, discard, flush, read and evict
+ *     under cache pressure; a writeback CPU selects and claims dirty
+ *     blocks; an I/O CPU completes origin writes in any order, flushes the
+ *     origin and marks blocks CLEAN.  Locking and the order of the steps
+ *     are those of io.c, wb_select.c and writeback.c.
+ *
+ * At every fence of any CPU and at sampled stores, crash images are built
+ * from the durable state plus a choice of the pending stores of all CPUs
+ * (none; all; per 8-byte word; per 64-byte line; per CPU a prefix of its
+ * program order; per CPU all or nothing) and a choice of the origin's
+ * unflushed writes.  Each image is recovered with the module's recovery
+ * code and checked:
  *
  *   - open and recovery never fail;
- *   - every sector reads back the last acknowledged write, or the write in
- *     flight at the crash, or (after a discard) some value once written to
- *     it; anything else is garbage or a lost write: a violation;
- *   - the recovered index is consistent (free + live + bad == blocks);
- *   - optionally a crash during recovery, then recovery again;
- *   - optionally new writes after recovery, a clean crash, recovery: the
- *     new writes must win (sequence numbers continue correctly).
+ *   - every sector reads back its last acknowledged write or a write
+ *     ordered after it (in flight at the crash), or after a discard some
+ *     value once written to it; anything else is a lost write or garbage;
+ *   - the recovered index is consistent (free + live == blocks);
+ *   - sometimes a crash during recovery, then recovery again.
+ *
+ * Now and then one crash image becomes the new state ("restart"): it is
+ * recovered on a loader CPU that never fences again (so recovery's own
+ * fence is what persists its stores), and all CPUs start over on it.
+ * Interrupted formats (from a blank, an older cache or foreign data) are
+ * checked as well, including the layout a finished format leaves.  Every
+ * run starts with directed scenarios: scripted interleavings and crash
+ * images for hazards too rare to leave to the random search.
  *
  * --break=STEP removes one fence or flush of the protocol on purpose; the
- * checker must then report violations.
+ * checker must then report violations.  tests/host/mutants.py removes
+ * each fence and flush of the real pmc_meta.c instead.
  *
- * Output (last line): crash_states=N violations=V format_states=F ...
+ * Output (last line): crash_states=N format_states=F bad_states=B violations=V
  */
 #define _GNU_SOURCE
 #include <stdarg.h>
@@ -35,8 +59,13 @@
 #include <string.h>
 #include <assert.h>
 #include <time.h>
+#include <ucontext.h>
 
 #include "pmc_meta.h"
+
+/* A store that is not flushed: the mutants of tests/host/mutants.py. */
+void pmc_model_store_noflush(void *dst, const void *src, size_t len,
+			     enum pmc_ptag tag);
 
 /* ------------------------------------------------------------------ */
 /* random numbers                                                     */
@@ -57,34 +86,13 @@ static u32 rndn(u32 n)
 }
 
 /* ------------------------------------------------------------------ */
-/* pmem model                                                         */
-
-struct pend {
-	u64 off;		/* byte offset, 8-aligned */
-	u64 val;
-	int flushed;
-};
-
-struct pmodel {
-	u8 *vol;		/* what the CPU sees */
-	u8 *dur;		/* what survives power loss for sure */
-	size_t size;
-	struct pend *pend;
-	size_t npend, cap;
-	/* nested-crash capture (crash during recovery) */
-	int capture_countdown;	/* capture at the Nth fence from now */
-	u8 *cap_dur;
-	struct pend *cap_pend;
-	size_t cap_npend;
-};
-
-static struct pmodel *PM;	/* the model the shim talks to */
+/* options and counters                                               */
 
 enum brk {
 	BRK_NONE,
 	BRK_DATA_FENCE,		/* skip W2 */
 	BRK_RECORD_FENCE,	/* skip W4 */
-	BRK_FREE_FENCE,		/* skip W6 and the eviction/discard fences */
+	BRK_FREE_FENCE,		/* skip W6, D1 and the eviction/discard fences */
 	BRK_DATA_FLUSH,		/* data stores are never flushed */
 	BRK_RECORD_FLUSH,	/* record stores are never flushed */
 	BRK_FORMAT_ORDER,	/* skip the fence before the format commit */
@@ -92,9 +100,163 @@ enum brk {
 };
 
 static enum brk brk;
-static int in_workload;	/* snapshots only while the workload runs */
+static int verbose;
 
-static void on_event(int is_fence);
+/* -vv: what each CPU does */
+#define trace(fmt, ...)							\
+	do {								\
+		if (verbose > 1)					\
+			fprintf(stderr, "[%d] " fmt "\n", cur_cpu,	\
+				##__VA_ARGS__);				\
+	} while (0)
+static int stop_at_first;
+static u32 images_per_snapshot = 3;
+static u32 snapshot_store_pct = 8;
+static u32 media_err_permille = 10;	/* transient pmem read errors */
+static u32 restart_permille = 8;	/* per snapshot: continue from a crash */
+static u32 n_writers = 2;
+static u32 format_rounds;	/* 0: ops / 2 + 50, at most 5000 */
+
+static u64 n_states, n_violations, n_format_states, n_nested, n_restarts;
+static u64 n_snapshots, n_bad_states, n_media_errors, n_switches;
+static u64 n_wb_done, n_evicted, n_acked_writes, n_failed_writes;
+static int report_left = 5;
+
+/* ------------------------------------------------------------------ */
+/* simulated CPUs                                                     */
+
+#define MAX_CPUS	8
+#define CPU_LOADER	MAX_CPUS	/* format and recovery, outside the scheduler */
+#define STACK_SIZE	(256 * 1024)
+
+enum yield_why { Y_STORE, Y_FENCE, Y_LOCK, Y_UNLOCK, Y_OP, Y_IDLE, Y_BLOCK, Y_DONE };
+
+typedef int (*pred_fn)(void *arg);
+
+struct cpu {
+	ucontext_t ctx;
+	char *stack;
+	void (*task)(void);
+	const char *name;
+	u32 prio;
+	pred_fn wait;		/* blocked until wait(wait_arg) */
+	void *wait_arg;
+	int finished;
+};
+
+static struct cpu cpus[MAX_CPUS];
+static u32 ncpu;
+static ucontext_t main_ctx;
+static int cur_cpu = CPU_LOADER;
+static enum yield_why yield_why;
+static int stop_all;
+
+/* Give the scheduler (main context) a chance to switch CPUs or crash. */
+static int scripted;		/* a directed scenario: no scheduler, no errors */
+
+static void yield(enum yield_why why)
+{
+	if (cur_cpu == CPU_LOADER || scripted)
+		return;
+	yield_why = why;
+	swapcontext(&cpus[cur_cpu].ctx, &main_ctx);
+}
+
+static void wait_until(pred_fn fn, void *arg)
+{
+	while (!fn(arg)) {
+		cpus[cur_cpu].wait = fn;
+		cpus[cur_cpu].wait_arg = arg;
+		yield(Y_BLOCK);
+	}
+	cpus[cur_cpu].wait = NULL;
+}
+
+/* A lock (rw-semaphore, mutex or spinlock): orders, never persists. */
+struct mlock {
+	int owner;		/* writer, or -1 */
+	int readers;
+};
+
+static int lock_free_w(void *a)
+{
+	struct mlock *l = a;
+
+	return l->owner < 0 && !l->readers;
+}
+
+static int lock_free_r(void *a)
+{
+	struct mlock *l = a;
+
+	return l->owner < 0;
+}
+
+static void lock_w(struct mlock *l)
+{
+	yield(Y_LOCK);
+	wait_until(lock_free_w, l);
+	l->owner = cur_cpu;
+}
+
+static int trylock_w(struct mlock *l)
+{
+	yield(Y_LOCK);
+	if (!lock_free_w(l))
+		return 0;
+	l->owner = cur_cpu;
+	return 1;
+}
+
+static void unlock_w(struct mlock *l)
+{
+	assert(l->owner == cur_cpu);
+	l->owner = -1;
+	yield(Y_UNLOCK);
+}
+
+static void lock_r(struct mlock *l)
+{
+	yield(Y_LOCK);
+	wait_until(lock_free_r, l);
+	l->readers++;
+}
+
+static void unlock_r(struct mlock *l)
+{
+	assert(l->readers > 0);
+	l->readers--;
+	yield(Y_UNLOCK);
+}
+
+/* ------------------------------------------------------------------ */
+/* pmem model                                                         */
+
+struct pend {
+	u64 off;		/* byte offset, 8-aligned */
+	u64 val;
+	u64 seq;		/* global store order */
+	u8 cpu;
+	u8 flushed;
+};
+
+struct pmodel {
+	u8 *vol;		/* what the CPUs see */
+	u8 *dur;		/* what survives power loss for sure */
+	u64 *dver;		/* per word: seq of the durable store */
+	size_t size;
+	struct pend *pend;	/* pending stores of all CPUs, in seq order */
+	size_t npend, cap;
+	u64 seq;
+	/* nested-crash capture (crash during recovery) */
+	int capture_countdown;	/* capture at the Nth fence from now */
+	int captured;
+	u8 *cap_dur;
+	struct pend *cap_pend;
+	size_t cap_npend, cap_cap;
+};
+
+static struct pmodel *PM;	/* the model the shim talks to */
 
 static void pm_init(struct pmodel *p, size_t size)
 {
@@ -102,32 +264,102 @@ static void pm_init(struct pmodel *p, size_t size)
 	p->size = size;
 	p->vol = calloc(1, size);
 	p->dur = calloc(1, size);
+	p->dver = calloc(size / 8, sizeof(u64));
+	p->cap_dur = malloc(size);
 	p->cap = 1024;
 	p->pend = malloc(p->cap * sizeof(*p->pend));
-	assert(p->vol && p->dur && p->pend);
+	p->cap_cap = 1024;
+	p->cap_pend = malloc(p->cap_cap * sizeof(*p->pend));
+	assert(p->vol && p->dur && p->dver && p->pend && p->cap_dur &&
+	       p->cap_pend);
 }
 
-static void pm_free(struct pmodel *p)
+/* Start over from @img: everything durable, nothing pending. */
+static void pm_load(struct pmodel *p, const u8 *img)
 {
-	free(p->vol);
-	free(p->dur);
-	free(p->pend);
-	free(p->cap_dur);
-	free(p->cap_pend);
-	memset(p, 0, sizeof(*p));
+	memcpy(p->vol, img, p->size);
+	memcpy(p->dur, img, p->size);
+	memset(p->dver, 0, p->size);
+	p->npend = 0;
+	p->seq = 1;
+	p->capture_countdown = 0;
+	p->captured = 0;
 }
 
 static void pm_add(struct pmodel *p, u64 off, u64 val, int flushed)
 {
+	struct pend *e;
+
 	if (p->npend == p->cap) {
 		p->cap *= 2;
 		p->pend = realloc(p->pend, p->cap * sizeof(*p->pend));
 		assert(p->pend);
 	}
-	p->pend[p->npend].off = off;
-	p->pend[p->npend].val = val;
-	p->pend[p->npend].flushed = flushed;
-	p->npend++;
+	e = &p->pend[p->npend++];
+	e->off = off;
+	e->val = val;
+	e->seq = ++p->seq;
+	e->cpu = (u8)cur_cpu;
+	e->flushed = (u8)flushed;
+}
+
+/*
+ * The caller's flushed stores become durable, in its program order, even
+ * over a newer durable store of another CPU: a non-temporal store that no
+ * fence of its own CPU has completed may land late.  A cached store
+ * (not flushed) is coherent: a newer durable store of any CPU hides it.
+ */
+static void pm_fence(struct pmodel *p, int cpu)
+{
+	size_t i, j = 0;
+
+	for (i = 0; i < p->npend; i++) {
+		struct pend *e = &p->pend[i];
+
+		if (e->cpu == cpu && e->flushed) {
+			memcpy(p->dur + e->off, &e->val, 8);
+			p->dver[e->off / 8] = e->seq;
+		}
+	}
+	for (i = 0; i < p->npend; i++) {
+		struct pend *e = &p->pend[i];
+
+		if (e->cpu == cpu && e->flushed)
+			continue;
+		if (!e->flushed && e->seq < p->dver[e->off / 8])
+			continue;
+		p->pend[j++] = *e;
+	}
+	p->npend = j;
+}
+
+static void pm_capture(struct pmodel *p)
+{
+	memcpy(p->cap_dur, p->dur, p->size);
+	if (p->npend > p->cap_cap) {
+		p->cap_cap = p->npend;
+		p->cap_pend = realloc(p->cap_pend, p->cap_cap * sizeof(*p->pend));
+	}
+	memcpy(p->cap_pend, p->pend, p->npend * sizeof(*p->pend));
+	p->cap_npend = p->npend;
+	p->captured = 1;
+}
+
+/* ------------------------------------------------------------------ */
+/* the shim                                                           */
+
+enum phase { PH_NONE, PH_WORKLOAD, PH_FORMAT };
+static enum phase phase;
+static struct pmodel *work_pm;	/* the model the workload runs on */
+
+static void format_event(int is_fence);
+
+static void on_event(int is_fence)
+{
+	if (phase == PH_FORMAT && PM == work_pm)
+		format_event(is_fence);
+	else if (phase == PH_WORKLOAD && PM == work_pm)
+		yield(is_fence ? Y_FENCE : Y_STORE);
 }
 
 static int tag_flushed(enum pmc_ptag tag)
@@ -139,7 +371,7 @@ static int tag_flushed(enum pmc_ptag tag)
 	return 1;
 }
 
-void pmc_pmem_write(void *dst, const void *src, size_t len, enum pmc_ptag tag)
+static void pm_store(void *dst, const void *src, size_t len, int flushed)
 {
 	u64 off = (u8 *)dst - PM->vol;
 	size_t i;
@@ -150,9 +382,20 @@ void pmc_pmem_write(void *dst, const void *src, size_t len, enum pmc_ptag tag)
 		u64 v;
 
 		memcpy(&v, (const u8 *)src + i, 8);
-		pm_add(PM, off + i, v, tag_flushed(tag));
+		pm_add(PM, off + i, v, flushed);
 	}
 	on_event(0);
+}
+
+void pmc_pmem_write(void *dst, const void *src, size_t len, enum pmc_ptag tag)
+{
+	pm_store(dst, src, len, tag_flushed(tag));
+}
+
+void pmc_model_store_noflush(void *dst, const void *src, size_t len,
+			     enum pmc_ptag tag)
+{
+	pm_store(dst, src, len, 0);
 }
 
 static int tag_fence_skipped(enum pmc_ptag tag)
@@ -169,53 +412,43 @@ static int tag_fence_skipped(enum pmc_ptag tag)
 	}
 }
 
-static void pm_capture(struct pmodel *p)
-{
-	p->cap_dur = malloc(p->size);
-	memcpy(p->cap_dur, p->dur, p->size);
-	p->cap_npend = p->npend;
-	p->cap_pend = malloc((p->npend + 1) * sizeof(*p->pend));
-	memcpy(p->cap_pend, p->pend, p->npend * sizeof(*p->pend));
-}
-
-static void pm_fence(struct pmodel *p)
-{
-	size_t i, j = 0;
-
-	for (i = 0; i < p->npend; i++) {
-		if (p->pend[i].flushed)
-			memcpy(p->dur + p->pend[i].off, &p->pend[i].val, 8);
-		else
-			p->pend[j++] = p->pend[i];
-	}
-	p->npend = j;
-}
-
 static int format_fence_count;
+static void (*capture_hook)(void);	/* directed scenarios: crash here */
 
 void pmc_pmem_fence(enum pmc_ptag tag)
 {
-	if (PM->capture_countdown > 0 && --PM->capture_countdown == 0)
+	if (PM->capture_countdown > 0 && --PM->capture_countdown == 0) {
 		pm_capture(PM);
+		if (capture_hook && PM == work_pm)
+			capture_hook();
+	}
 	on_event(1);		/* crash "at" the fence: before it completes */
 	if (tag == PMC_P_FORMAT && brk == BRK_FORMAT_ORDER &&
 	    ++format_fence_count == 2)
 		return;
 	if (tag_fence_skipped(tag))
 		return;
-	pm_fence(PM);
+	if (PM == work_pm && phase == PH_WORKLOAD)
+		trace("fence %d", tag);
+	pm_fence(PM, cur_cpu);
 }
 
-static int media_error_off = -1;
-
+/*
+ * Transient media errors on pmem reads of the running cache (not of the
+ * recovered images), three times as many on data as on records: the
+ * callers' error paths run too.
+ */
 int pmc_pmem_read(void *dst, const void *src, size_t len)
 {
 	u64 off = (const u8 *)src - PM->vol;
 
 	assert(off + len <= PM->size);
-	if (media_error_off >= 0 && (u64)media_error_off >= off &&
-	    (u64)media_error_off < off + len)
+	if (phase == PH_WORKLOAD && PM == work_pm && cur_cpu != CPU_LOADER &&
+	    off >= PMC_RECORDS_OFFSET &&
+	    rndn(1000) < (len == PMC_SECTOR_SIZE ? 3 : 1) * media_err_permille) {
+		n_media_errors++;
 		return -EIO;
+	}
 	memcpy(dst, src, len);
 	return 0;
 }
@@ -235,8 +468,6 @@ u64 pmc_now_seconds(void)
 	return 0;
 }
 
-static int verbose;
-
 void pmc_log(int level, const char *fmt, ...)
 {
 	va_list ap;
@@ -250,36 +481,21 @@ void pmc_log(int level, const char *fmt, ...)
 	va_end(ap);
 }
 
+
 /* ------------------------------------------------------------------ */
-/* geometry and oracle                                                */
+/* geometry and sector contents                                       */
 
 #define BS		4096U
 #define SPB		(BS / PMC_SECTOR_SIZE)
 #define WORDS		(PMC_SECTOR_SIZE / 8)
+#define NSTRIPES	4
+#define BAD_ID		0xffffffffU	/* garbage read by writeback */
 
 static u32 n_oblocks = 40;	/* origin blocks */
 static u32 n_slots_want = 16;	/* cache blocks */
 static u32 nsec;
 static size_t pmem_size;
-
-static u8 *origin;		/* origin contents (FUA writes: durable) */
-
-struct hist {
-	u32 *ids;
-	u32 n, cap;
-};
-
-static u32 *acked;		/* last acknowledged write id per sector */
-static u8 *undef;		/* discarded since the last acked write */
-static struct hist *hist;	/* every id ever written per sector */
-
-/* The operation in flight (not acknowledged) at a crash. */
-static struct {
-	int kind;		/* 0 none, 1 write, 2 discard */
-	u32 id, s0, ns;
-} inprog;
-
-static u32 next_id = 1;
+static struct pmc_origin_id oid = { .kind = PMC_ORIGIN_ID_MD };
 
 static void fill_sector(u8 *dst, u32 id, u32 s)
 {
@@ -305,10 +521,153 @@ static long decode_sector(const u8 *p, u32 s)
 	return id;
 }
 
-static void hist_add(u32 s, u32 id)
-{
-	struct hist *h = &hist[s];
+/* ------------------------------------------------------------------ */
+/* origin: a disk with a volatile write cache                         */
 
+struct owrite {
+	u32 s, id;
+};
+
+static u32 *org_dur;		/* on the platter for sure */
+static u32 *org_vis;		/* what a read returns */
+static struct owrite *org_pend;	/* completed, not flushed yet */
+static u32 n_org_pend, cap_org_pend;
+
+struct wbio {
+	u32 slot;
+	u64 oblock;
+	u32 mask;
+	u32 ids[SPB];
+	int ok;
+	u64 due;		/* scheduler step from which it may complete */
+};
+
+static struct wbio *dev_infl;	/* submitted to the origin */
+static u32 n_dev_infl, cap_dev_infl;
+static struct wbio *dev_done;	/* completed, waiting for the endio work */
+static u32 n_dev_done, cap_dev_done;
+
+static u64 sched_step;
+
+/*
+ * Origin latency, in scheduler steps: mostly short, sometimes very long,
+ * so that later writes overtake earlier ones.
+ */
+static u64 origin_latency(void)
+{
+	return rndn(8) ? 1 + rndn(40) : 1 + rndn(1500);
+}
+
+static void wbio_push(struct wbio **v, u32 *n, u32 *cap, const struct wbio *w)
+{
+	if (*n == *cap) {
+		*cap = *cap ? *cap * 2 : 16;
+		*v = realloc(*v, *cap * sizeof(**v));
+	}
+	(*v)[(*n)++] = *w;
+}
+
+static void origin_write_completes(const struct wbio *w)
+{
+	u32 i;
+
+	for (i = 0; i < SPB; i++) {
+		u32 s = (u32)w->oblock * SPB + i;
+
+		if (!(w->mask & (1U << i)))
+			continue;
+		/* A failed write may still have written some sectors. */
+		if (!w->ok && rndn(2))
+			continue;
+		org_vis[s] = w->ids[i];
+		if (n_org_pend == cap_org_pend) {
+			cap_org_pend = cap_org_pend ? cap_org_pend * 2 : 64;
+			org_pend = realloc(org_pend, cap_org_pend * sizeof(*org_pend));
+		}
+		org_pend[n_org_pend].s = s;
+		org_pend[n_org_pend].id = w->ids[i];
+		n_org_pend++;
+	}
+}
+
+/* REQ_PREFLUSH to the origin: the completed writes are durable. */
+static int origin_flush(void)
+{
+	u32 i;
+
+	if (!scripted && rndn(40) == 0) {
+		/* A failed flush: some of it may have reached the platter. */
+		for (i = 0; i < n_org_pend; i++)
+			if (rndn(2))
+				org_dur[org_pend[i].s] = org_pend[i].id;
+		return -EIO;
+	}
+	for (i = 0; i < n_org_pend; i++)
+		org_dur[org_pend[i].s] = org_pend[i].id;
+	n_org_pend = 0;
+	return 0;
+}
+
+/* What the platter may hold after a power cut now. */
+static void origin_image(u32 *img)
+{
+	u32 i, k;
+
+	memcpy(img, org_dur, nsec * sizeof(u32));
+	for (i = 0; i < n_org_pend; i++)
+		if (rndn(2))
+			img[org_pend[i].s] = org_pend[i].id;
+	for (k = 0; k < n_dev_infl; k++) {
+		const struct wbio *w = &dev_infl[k];
+
+		if (rndn(3))
+			continue;
+		for (i = 0; i < SPB; i++)
+			if ((w->mask & (1U << i)) && rndn(2))
+				img[w->oblock * SPB + i] = w->ids[i];
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* oracle                                                             */
+
+enum { EV_WRITE, EV_DISCARD };
+enum { ST_INFLIGHT, ST_ACKED, ST_FAILED };
+
+/*
+ * Per sector, the writes and discards in the order they took the block's
+ * stripe lock (the order in which the cache applies them).  The first
+ * entry is always acknowledged; older ones are dropped.
+ */
+struct ev {
+	u32 id;
+	u8 kind;
+	u8 st;
+};
+
+struct evlist {
+	struct ev *ev;
+	u32 n, cap;
+};
+
+struct idset {
+	u32 *ids;
+	u32 n, cap;
+};
+
+static struct evlist *evs;	/* per sector */
+static struct idset *ever;	/* per sector: every value it ever held */
+static u32 next_id = 1;
+static u32 next_disc = 1;
+
+static void ever_add(u32 s, u32 id)
+{
+	struct idset *h = &ever[s];
+	u32 i;
+
+	for (i = h->n; i-- > 0 && i + 8 >= h->n;)
+		if (h->ids[i] == id)
+			return;
 	if (h->n == h->cap) {
 		h->cap = h->cap ? h->cap * 2 : 8;
 		h->ids = realloc(h->ids, h->cap * sizeof(u32));
@@ -316,45 +675,262 @@ static void hist_add(u32 s, u32 id)
 	h->ids[h->n++] = id;
 }
 
-static int hist_has(u32 s, u32 id)
+/* A write that failed never held the sector. */
+static void ever_del(u32 s, u32 id)
+{
+	struct idset *h = &ever[s];
+	u32 i;
+
+	for (i = h->n; i-- > 0;) {
+		if (h->ids[i] == id) {
+			h->ids[i] = h->ids[--h->n];
+			return;
+		}
+	}
+}
+
+static int ever_has(u32 s, u32 id)
 {
 	u32 i;
 
-	if (id == 0)
-		return 1;
-	for (i = 0; i < hist[s].n; i++)
-		if (hist[s].ids[i] == id)
+	for (i = 0; i < ever[s].n; i++)
+		if (ever[s].ids[i] == id)
 			return 1;
 	return 0;
 }
 
+static void ev_add(u32 s, u32 id, int kind)
+{
+	struct evlist *l = &evs[s];
+
+	if (l->n == l->cap) {
+		l->cap = l->cap ? l->cap * 2 : 8;
+		l->ev = realloc(l->ev, l->cap * sizeof(*l->ev));
+	}
+	l->ev[l->n].id = id;
+	l->ev[l->n].kind = (u8)kind;
+	l->ev[l->n].st = ST_INFLIGHT;
+	l->n++;
+}
+
+static void ev_set(u32 s, u32 id, int kind, int st)
+{
+	struct evlist *l = &evs[s];
+	u32 i;
+
+	for (i = l->n; i-- > 0;) {
+		if (l->ev[i].id != id || l->ev[i].kind != kind)
+			continue;
+		l->ev[i].st = (u8)st;
+		if (st == ST_ACKED && i) {
+			/* Everything before an acknowledged entry is history. */
+			memmove(l->ev, l->ev + i, (l->n - i) * sizeof(*l->ev));
+			l->n -= i;
+		}
+		return;
+	}
+	/* Not found: already history (an older entry acked after a newer). */
+}
+
+static void ev_reset(u32 s, u32 id)
+{
+	evs[s].n = 0;
+	ev_add(s, id, EV_WRITE);
+	evs[s].ev[0].st = ST_ACKED;
+	ever_add(s, id);
+}
+
+/* May a crash leave @got in sector @s?  (The first entry is acked.) */
+static int acceptable(u32 s, u32 got)
+{
+	struct evlist *l = &evs[s];
+	u32 i, L = 0;
+	int disc = 0;
+
+	for (i = 0; i < l->n; i++)
+		if (l->ev[i].st == ST_ACKED)
+			L = i;
+	for (i = L; i < l->n; i++) {
+		if (l->ev[i].st == ST_FAILED)
+			continue;
+		if (l->ev[i].kind == EV_WRITE && l->ev[i].id == got)
+			return 1;
+		if (l->ev[i].kind == EV_DISCARD)
+			disc = 1;
+	}
+	return disc && ever_has(s, got);
+}
+
+/* What a read under the stripe lock must return. */
+static int acceptable_now(u32 s, u32 got)
+{
+	struct evlist *l = &evs[s];
+	u32 i;
+
+	for (i = l->n; i-- > 0;) {
+		if (l->ev[i].st == ST_FAILED)
+			continue;
+		if (l->ev[i].kind == EV_DISCARD)
+			return ever_has(s, got);
+		return l->ev[i].id == got;
+	}
+	return 0;
+}
+
+static void violation(const char *what, u32 s, long got, const char *ctx)
+{
+	n_violations++;
+	if (report_left > 0) {
+		struct evlist *l = &evs[s];
+		u32 i;
+
+		report_left--;
+		fprintf(stderr, "VIOLATION (%s): %s sector %u (block %u) got %ld; entries:",
+			ctx, what, s, s / SPB, got);
+		for (i = 0; i < l->n; i++)
+			fprintf(stderr, " %c%u%s", l->ev[i].kind == EV_WRITE ? 'w' : 'd',
+				l->ev[i].id,
+				l->ev[i].st == ST_ACKED ? "(acked)" :
+				l->ev[i].st == ST_FAILED ? "(failed)" : "(in flight)");
+		fputc('\n', stderr);
+	}
+}
+
 /* ------------------------------------------------------------------ */
-/* engine: the same decisions as the kernel's io.c / writeback.c        */
+/* engine: the steps and locking of io.c, wb_select.c, writeback.c      */
 
 struct engine {
 	struct pmodel pm;
 	struct pmc_meta m;
 	struct pmc_index idx;
-	u32 clock;		/* eviction / writeback scan hand */
+	struct mlock stripe[NSTRIPES];
+	struct mlock free_lock;	/* spinlock */
+	struct mlock evict_lock;	/* mutex */
+	u32 evict_hand, wb_hand;
+	u64 free_gen;		/* bumped whenever slots may have come free */
+	u32 ops_left;
 };
 
 static struct engine E;
 
-struct inflight {
-	u32 slot;
-	u8 data[BS];
-	u32 mask;
-	u64 oblock;
-};
+/* Blocks recovery found in two copies at the last restart: aimed at. */
+static u32 dup_blocks[64], n_dup_blocks;
+static int discard_dup_first;
 
-static struct inflight *infl;
-static u32 n_infl, cap_infl;
+static struct mlock *stripe_of(u64 oblock)
+{
+	return &E.stripe[pmc_index_bucket(&E.idx, oblock) & (NSTRIPES - 1)];
+}
+
+static void free_slots(const u32 *slots, u32 n)
+{
+	u32 i;
+
+	if (!n)
+		return;
+	lock_w(&E.free_lock);
+	for (i = 0; i < n; i++)
+		pmc_index_push_free(&E.idx, slots[i]);
+	unlock_w(&E.free_lock);
+	E.free_gen++;
+}
+
+static u32 pop_free(void)
+{
+	u32 s;
+
+	lock_w(&E.free_lock);
+	s = pmc_index_pop_free(&E.idx);
+	unlock_w(&E.free_lock);
+	return s;
+}
+
+/*
+ * Invariant 5 of format.md, checked as a clean block leaves the cache:
+ * CLEAN means the origin holds its data, durably.
+ */
+static void check_clean_on_origin(u32 slot, u64 v)
+{
+	u32 k, s;
+	long id;
+
+	for (k = 0; k < SPB; k++) {
+		if (!(pmc_slot_mask(v) & (1U << k)))
+			continue;
+		s = (u32)pmc_slot_oblock(v) * SPB + k;
+		id = decode_sector(pmc_meta_data(&E.m, slot) +
+				   k * PMC_SECTOR_SIZE, s);
+		if (id != (long)org_vis[s] || id != (long)org_dur[s])
+			violation("evicted a CLEAN block the origin does not hold",
+				  s, org_dur[s], "no crash");
+	}
+}
+
+/* io.c pmc_evict_clean() */
+static u32 evict_clean(u32 want)
+{
+	u32 victims[64], got = 0, scanned = 0;
+	u32 n = (u32)E.m.n_blocks;
+
+	lock_w(&E.evict_lock);
+	while (got < want && scanned < n) {
+		u32 s = E.evict_hand++ % n;
+		u64 v = E.idx.slot[s];
+		u32 f = pmc_slot_flags(v);
+		struct mlock *st;
+
+		scanned++;
+		if (!(f & PMC_SF_USED) ||
+		    (f & (PMC_SF_DIRTY | PMC_SF_WB | PMC_SF_STALE)))
+			continue;
+		st = stripe_of(pmc_slot_oblock(v));
+		if (!trylock_w(st))
+			continue;
+		if (E.idx.slot[s] == v) {
+			trace("evict slot %u block %llu", s,
+			      (unsigned long long)pmc_slot_oblock(v));
+			check_clean_on_origin(s, v);
+			pmc_meta_evict(&E.m, &E.idx, s);
+			/* SITE: E2 eviction fence before the unlock, io.c */
+			pmc_meta_fence(PMC_P_FREE);
+			victims[got++] = s;
+		}
+		unlock_w(st);
+	}
+	free_slots(victims, got);
+	n_evicted += got;
+	unlock_w(&E.evict_lock);
+	return got;
+}
+
+static int free_gen_moved(void *arg)
+{
+	return E.free_gen != *(u64 *)arg || E.idx.n_free;
+}
+
+/* io.c pmc_alloc_slot(), waiting for ever */
+static u32 alloc_slot(void)
+{
+	u32 s;
+
+	for (;;) {
+		u64 gen = E.free_gen;
+
+		s = pop_free();
+		if (s != PMC_NO_SLOT)
+			return s;
+		if (evict_clean(1 + rndn(4)))
+			continue;
+		wait_until(free_gen_moved, &gen);
+	}
+}
 
 struct fill_ctx {
-	u32 id, s0, mask;
+	u32 id, mask;
 	u64 oblock;
 };
 
+/* io.c pmc_fill_from_bio(): memcpy_flushcache of the bio's sectors */
 static int fill_cb(void *ctx, u8 *kaddr)
 {
 	struct fill_ctx *c = ctx;
@@ -365,319 +941,652 @@ static int fill_cb(void *ctx, u8 *kaddr)
 		if (!(c->mask & (1U << i)))
 			continue;
 		fill_sector(buf, c->id, (u32)(c->oblock * SPB + i));
+		/* SITE: data flush of a write, io.c */
 		pmc_pmem_write(kaddr + i * PMC_SECTOR_SIZE, buf, sizeof(buf),
 			       PMC_P_DATA);
 	}
 	return 0;
 }
 
-static void wb_complete_one(u32 k, int ok);
-
-static int evict_some(void)
+/* io.c pmc_map_write() for one block */
+static void write_block(u64 ob, u32 mask, u32 id)
 {
-	u32 tries, got = 0, victims[4];
-	u32 i;
+	struct mlock *st = stripe_of(ob);
+	struct fill_ctx c = { .id = id, .mask = mask, .oblock = ob };
+	u32 slot, freed, i;
+	int r;
 
-	for (tries = 0; tries < E.m.n_blocks && got < 4; tries++) {
-		u32 s = E.clock++ % (u32)E.m.n_blocks;
-		u32 f = pmc_slot_flags(E.idx.slot[s]);
-
-		if ((f & PMC_SF_USED) &&
-		    !(f & (PMC_SF_DIRTY | PMC_SF_WB | PMC_SF_STALE)))
-			victims[got++] = s;
-	}
-	for (i = 0; i < got; i++)
-		pmc_meta_evict(&E.m, &E.idx, victims[i]);
-	if (got) {
-		/* E2: records durably dead before the slots are reused. */
-		pmc_meta_fence(PMC_P_FREE);
-		for (i = 0; i < got; i++)
-			pmc_index_push_free(&E.idx, victims[i]);
-	}
-	return got;
-}
-
-static void wb_start_some(u32 max);
-
-static u32 alloc_slot(void)
-{
-	u32 s;
-
-	for (;;) {
-		s = pmc_index_pop_free(&E.idx);
-		if (s != PMC_NO_SLOT)
-			return s;
-		if (evict_some())
+	slot = alloc_slot();
+	lock_w(st);
+	for (i = 0; i < SPB; i++) {
+		if (!(mask & (1U << i)))
 			continue;
-		if (n_infl) {
-			wb_complete_one(rndn(n_infl), 1);
-			continue;
+		ev_add((u32)ob * SPB + i, id, EV_WRITE);
+		ever_add((u32)ob * SPB + i, id);
+	}
+	r = pmc_meta_write_block(&E.m, &E.idx, ob, mask, slot, 0, fill_cb, &c,
+				 &freed);
+	trace("write %u block %llu mask %x slot %u: %d, freed %d", id,
+	      (unsigned long long)ob, mask, slot, r, (int)freed);
+	if (r) {
+		/* The cache holds the old data: the write never happened. */
+		for (i = 0; i < SPB; i++) {
+			if (!(mask & (1U << i)))
+				continue;
+			ev_set((u32)ob * SPB + i, id, EV_WRITE, ST_FAILED);
+			ever_del((u32)ob * SPB + i, id);
 		}
-		wb_start_some(4);
-		assert(n_infl);
 	}
+	unlock_w(st);
+	if (r) {
+		/* No stray store of ours may land in the slot's next life. */
+		/* SITE: fence after a failed write, io.c */
+		pmc_pmem_fence(PMC_P_DATA);
+		free_slots(&slot, 1);
+		n_failed_writes++;
+		return;
+	}
+	if (freed != PMC_NO_SLOT)
+		free_slots(&freed, 1);
+	/* bio_endio: acknowledged */
+	for (i = 0; i < SPB; i++) {
+		if (!(mask & (1U << i)))
+			continue;
+		ev_set((u32)ob * SPB + i, id, EV_WRITE, ST_ACKED);
+	}
+	n_acked_writes++;
 }
 
+/* dm splits a write into one bio per block. */
 static void op_write(u32 s0, u32 ns)
 {
-	u32 id = next_id++, s, i;
+	u32 id = next_id++, s;
 
-	inprog.kind = 1;
-	inprog.id = id;
-	inprog.s0 = s0;
-	inprog.ns = ns;
 	for (s = s0; s < s0 + ns;) {
-		u64 ob = s / SPB;
-		u32 first = s % SPB, cnt = SPB - first, mask, slot, freed;
-		struct fill_ctx c;
-		int r;
+		u32 first = s % SPB, cnt = SPB - first;
 
 		if (cnt > s0 + ns - s)
 			cnt = s0 + ns - s;
-		mask = ((1U << cnt) - 1) << first;
-		slot = alloc_slot();
-		c.id = id;
-		c.mask = mask;
-		c.oblock = ob;
-		c.s0 = s;
-		r = pmc_meta_write_block(&E.m, &E.idx, ob, mask, slot, 0,
-					 fill_cb, &c, &freed);
-		assert(r == 0);
-		if (freed != PMC_NO_SLOT)
-			pmc_index_push_free(&E.idx, freed);
+		write_block(s / SPB, ((1U << cnt) - 1) << first, id);
 		s += cnt;
 	}
-	/* acknowledged */
-	inprog.kind = 0;
-	for (i = s0; i < s0 + ns; i++) {
-		acked[i] = id;
-		undef[i] = 0;
-		hist_add(i, id);
-	}
 }
 
+/* io.c pmc_drop_flush() */
+static void drop_flush(u32 *freed, u32 *nf)
+{
+	/*
+	 * SITE: D2 discard fence, io.c; redundant: D1 fences each FREE before
+	 * the stripe lock is dropped
+	 */
+	pmc_meta_fence(PMC_P_FREE);
+	free_slots(freed, *nf);
+	*nf = 0;
+}
+
+/* io.c pmc_drop_one() */
+static void drop_one(u32 ob, u32 did, u32 *freed, u32 *nf)
+{
+	struct mlock *st = stripe_of(ob);
+	u32 s, f;
+
+	lock_w(st);
+	for (s = ob * SPB; s < (ob + 1) * SPB; s++)
+		ev_add(s, did, EV_DISCARD);
+	if (pmc_index_lookup(&E.idx, ob) != PMC_NO_SLOT) {
+		pmc_meta_drop_block(&E.m, &E.idx, ob, &f);
+		trace("discard %u block %u freed %d", did, ob, (int)f);
+		if (f != PMC_NO_SLOT)
+			freed[(*nf)++] = f;
+	}
+	unlock_w(st);
+}
+
+/*
+ * io.c pmc_map_discard(): whole blocks are dropped, partial ones keep
+ * their data.  One fence per 64 freed slots and one at the end.
+ */
 static void op_discard(u32 s0, u32 ns)
 {
-	u32 ob, first = (s0 + SPB - 1) / SPB, last = (s0 + ns) / SPB;
-	u32 freed[64], nf = 0, i;
+	u32 first = (s0 + SPB - 1) / SPB, last = (s0 + ns) / SPB;
+	u32 freed[64], nf = 0, ob, s, did = next_disc++;
 
-	inprog.kind = 2;
-	inprog.s0 = s0;
-	inprog.ns = ns;
-	/* Only whole blocks are dropped; partial blocks keep their data. */
-	for (ob = first; ob < last; ob++) {
-		u32 f;
+	for (s = s0; s < s0 + ns; s++)
+		if (s / SPB < first || s / SPB >= last)
+			ev_add(s, did, EV_DISCARD);
+	if (last > first && last - first > E.m.n_blocks) {
+		/* Huge range: walk the cache instead of the range. */
+		u8 done[64] = { 0 };
 
-		pmc_meta_drop_block(&E.m, &E.idx, ob, &f);
-		if (f != PMC_NO_SLOT)
-			freed[nf++] = f;
+		assert(n_oblocks <= sizeof(done));
+
+		for (s = 0; s < E.m.n_blocks; s++) {
+			u64 v = E.idx.slot[s];
+
+			if (!(pmc_slot_flags(v) & PMC_SF_USED) ||
+			    pmc_slot_oblock(v) < first ||
+			    pmc_slot_oblock(v) >= last)
+				continue;
+			drop_one((u32)pmc_slot_oblock(v), did, freed, &nf);
+			done[pmc_slot_oblock(v)] = 1;
+		}
+		/* The oracle: blocks not cached are dropped too. */
+		for (ob = first; ob < last; ob++)
+			if (!done[ob])
+				for (s = ob * SPB; s < (ob + 1) * SPB; s++)
+					ev_add(s, did, EV_DISCARD);
+	} else {
+		for (ob = first; ob < last; ob++)
+			drop_one(ob, did, freed, &nf);
 	}
-	pmc_meta_fence(PMC_P_FREE);
-	for (i = 0; i < nf; i++)
-		pmc_index_push_free(&E.idx, freed[i]);
+	drop_flush(freed, &nf);
 	/* The origin ignores the discard (allowed: contents undefined). */
-	inprog.kind = 0;
-	for (i = s0; i < s0 + ns; i++)
-		undef[i] = 1;
+	for (s = s0; s < s0 + ns; s++)
+		ev_set(s, did, EV_DISCARD, ST_ACKED);
 }
 
-static int cmp_oblock(const void *a, const void *b)
+/* A read under the stripe lock must see the newest write. */
+static void op_read(u32 s)
 {
-	u64 x = pmc_slot_oblock(E.idx.slot[*(const u32 *)a]);
-	u64 y = pmc_slot_oblock(E.idx.slot[*(const u32 *)b]);
+	struct mlock *st = stripe_of(s / SPB);
+	u32 slot;
+	long got;
+
+	lock_r(st);
+	slot = pmc_index_lookup(&E.idx, s / SPB);
+	if (slot != PMC_NO_SLOT &&
+	    (pmc_slot_mask(E.idx.slot[slot]) & (1U << (s % SPB))))
+		got = decode_sector(pmc_meta_data(&E.m, slot) +
+				    (s % SPB) * PMC_SECTOR_SIZE, s);
+	else
+		got = org_vis[s];
+	if (got < 0 || !acceptable_now(s, (u32)got))
+		violation(got < 0 ? "running read: garbage" :
+			  "running read: not the newest write", s, got,
+			  "no crash");
+	unlock_r(st);
+}
+
+/* wb_select.c pmc_wb_candidate() */
+static int wb_candidate(u64 v)
+{
+	u32 f = pmc_slot_flags(v);
+
+	if (brk == BRK_WAITPREV)
+		f &= ~PMC_SF_WAITPREV;
+	return (f & (PMC_SF_USED | PMC_SF_DIRTY)) ==
+		(PMC_SF_USED | PMC_SF_DIRTY) &&
+	       !(f & (PMC_SF_WB | PMC_SF_STALE | PMC_SF_WAITPREV | PMC_SF_BAD));
+}
+
+struct cand {
+	u32 slot;
+	u64 v;
+};
+
+static int cmp_cand(const void *a, const void *b)
+{
+	u64 x = pmc_slot_oblock(((const struct cand *)a)->v);
+	u64 y = pmc_slot_oblock(((const struct cand *)b)->v);
 
 	return x < y ? -1 : x > y;
 }
 
-static void wb_start_some(u32 max)
+#define WB_JOBS 8
+
+/* writeback.c pmc_wb_pass(): select, claim (wb_select.c), submit */
+static int wb_pass(u32 want)
 {
-	u32 pick[16], n = 0, tries, i;
+	struct cand c[16];
+	u32 n = 0, tries, i, k, nb = (u32)E.m.n_blocks;
+	int started = 0;
 
-	for (tries = 0; tries < E.m.n_blocks && n < max; tries++) {
-		u32 s = E.clock++ % (u32)E.m.n_blocks;
-		u32 f = pmc_slot_flags(E.idx.slot[s]);
+	if (n_dev_infl + n_dev_done >= WB_JOBS)
+		return 0;
+	for (tries = 0; tries < nb && n < want; tries++) {
+		u32 s = E.wb_hand++ % nb;
+		u64 v = E.idx.slot[s];
 
-		if (brk == BRK_WAITPREV)
-			f &= ~PMC_SF_WAITPREV;
-		if ((f & PMC_SF_USED) && (f & PMC_SF_DIRTY) &&
-		    !(f & (PMC_SF_WB | PMC_SF_STALE | PMC_SF_WAITPREV)))
-			pick[n++] = s;
-	}
-	qsort(pick, n, sizeof(u32), cmp_oblock);
-	for (i = 0; i < n; i++) {
-		struct inflight *w;
-		u64 v = E.idx.slot[pick[i]];
-
-		if (n_infl == cap_infl) {
-			cap_infl = cap_infl ? cap_infl * 2 : 16;
-			infl = realloc(infl, cap_infl * sizeof(*infl));
+		if (wb_candidate(v)) {
+			c[n].slot = s;
+			c[n].v = v;
+			n++;
 		}
-		w = &infl[n_infl++];
-		pmc_meta_wb_start(&E.idx, pick[i]);
-		w->slot = pick[i];
-		w->mask = pmc_slot_mask(v);
-		w->oblock = pmc_slot_oblock(v);
-		/* The origin DMA reads pmem while the slot is pinned. */
-		memcpy(w->data, pmc_meta_data(&E.m, pick[i]), BS);
 	}
-}
+	qsort(c, n, sizeof(*c), cmp_cand);
+	for (i = 0; i < n; i++) {
+		struct mlock *st = stripe_of(pmc_slot_oblock(c[i].v));
+		struct wbio w;
+		int ok;
 
-/* Origin write completes (FUA), then the completion marks it clean. */
-static void wb_complete_one(u32 k, int ok)
-{
-	struct inflight w = infl[k];
-	u32 i, freed;
-	int r;
-
-	infl[k] = infl[--n_infl];
-	for (i = 0; i < SPB; i++) {
-		if (!(w.mask & (1U << i)))
+		/* pmc_wb_claim() */
+		lock_w(st);
+		ok = E.idx.slot[c[i].slot] == c[i].v;
+		if (ok) {
+			trace("writeback slot %u block %llu", c[i].slot,
+			      (unsigned long long)pmc_slot_oblock(c[i].v));
+			pmc_meta_wb_start(&E.idx, c[i].slot);
+		}
+		unlock_w(st);
+		if (!ok)
 			continue;
-		/* A failed origin write may still have written some sectors. */
-		if (ok || rndn(2))
-			memcpy(origin + (w.oblock * SPB + i) * PMC_SECTOR_SIZE,
-			       w.data + i * PMC_SECTOR_SIZE, PMC_SECTOR_SIZE);
+		/* pmc_wb_submit(): the origin write carries pmem's data. */
+		memset(&w, 0, sizeof(w));
+		w.slot = c[i].slot;
+		w.oblock = pmc_slot_oblock(c[i].v);
+		w.mask = pmc_slot_mask(c[i].v);
+		for (k = 0; k < SPB; k++) {
+			long id;
+
+			if (!(w.mask & (1U << k)))
+				continue;
+			id = decode_sector(pmc_meta_data(&E.m, w.slot) +
+					   k * PMC_SECTOR_SIZE,
+					   (u32)w.oblock * SPB + k);
+			if (id < 0)
+				violation("writeback of garbage",
+					  (u32)w.oblock * SPB + k, id, "no crash");
+			w.ids[k] = id < 0 ? BAD_ID : (u32)id;
+		}
+		w.due = sched_step + origin_latency();
+		wbio_push(&dev_infl, &n_dev_infl, &cap_dev_infl, &w);
+		started++;
 	}
-	r = pmc_meta_wb_done(&E.m, &E.idx, w.slot, ok, &freed);
-	assert(r == 0);
-	pmc_meta_fence(PMC_P_CLEAN);
-	if (freed != PMC_NO_SLOT)
-		pmc_index_push_free(&E.idx, freed);
+	return started;
 }
 
-/* Read one sector through the engine's read path on a recovered state. */
-static const u8 *read_sector(struct pmc_meta *m, struct pmc_index *idx,
-			     const u8 *org, u32 s)
+/*
+ * The origin completes one write whose time has come (any of them, in
+ * any order), sometimes failing.  @force: the earliest one, now.
+ */
+static void device_complete_one(int force)
 {
-	u32 slot = pmc_index_lookup(idx, s / SPB);
+	u32 k, n = 0, pick = 0, best = 0;
+	struct wbio w;
 
-	if (slot != PMC_NO_SLOT &&
-	    (pmc_slot_mask(idx->slot[slot]) & (1U << (s % SPB))))
-		return pmc_meta_data(m, slot) + (s % SPB) * PMC_SECTOR_SIZE;
-	return org + (u64)s * PMC_SECTOR_SIZE;
+	for (k = 0; k < n_dev_infl; k++) {
+		if (dev_infl[k].due < dev_infl[best].due)
+			best = k;
+		if (dev_infl[k].due <= sched_step && rndn(++n) == 0)
+			pick = k;
+	}
+	if (!n && !force)
+		return;
+	k = n ? pick : best;
+	w = dev_infl[k];
+	dev_infl[k] = dev_infl[--n_dev_infl];
+	w.ok = scripted || rndn(12) != 0;
+	origin_write_completes(&w);
+	wbio_push(&dev_done, &n_dev_done, &cap_dev_done, &w);
+}
+
+/* writeback.c pmc_wb_endio_work(): one origin flush, then CLEAN */
+static void wb_endio_work(void)
+{
+	struct wbio *list = dev_done;
+	u32 n = n_dev_done, i, freed[64], nf = 0, f;
+	int any = 0;
+
+	dev_done = NULL;
+	n_dev_done = 0;
+	cap_dev_done = 0;
+	for (i = 0; i < n; i++)
+		any |= list[i].ok;
+	/* SITE: origin flush before CLEAN, writeback.c */
+	if (any && origin_flush())
+		for (i = 0; i < n; i++)
+			list[i].ok = 0;
+	for (i = 0; i < n; i++) {
+		struct mlock *st = stripe_of(list[i].oblock);
+
+		lock_w(st);
+		pmc_meta_wb_done(&E.m, &E.idx, list[i].slot, list[i].ok, &f);
+		trace("wb_done slot %u block %llu ok %d freed %d", list[i].slot,
+		      (unsigned long long)list[i].oblock, list[i].ok, (int)f);
+		/* SITE: C2 fence before the unlock, writeback.c */
+		pmc_meta_fence(PMC_P_CLEAN);
+		unlock_w(st);
+		if (f != PMC_NO_SLOT)
+			freed[nf++] = f;
+		n_wb_done += list[i].ok;
+	}
+	free_slots(freed, nf);
+	E.free_gen++;
+	free(list);
 }
 
 /* ------------------------------------------------------------------ */
-/* crash states                                                       */
+/* tasks of the simulated CPUs                                        */
 
-static u64 n_states, n_violations, n_format_states, n_nested, n_post;
-static u64 n_snapshots;
-static u32 images_per_snapshot = 3;
-static u32 snapshot_store_pct = 8;
-static int report_left = 5;
-
-static void violation(const char *what, u32 s, long got, const char *ctx)
+/* A block to aim at: one recovery found twice, one in writeback, or hot. */
+static u32 target_block(void)
 {
-	n_violations++;
-	if (report_left > 0) {
-		report_left--;
-		fprintf(stderr,
-			"VIOLATION (%s): %s sector %u got %ld acked %u undef %u inprog %d/%u [%u+%u]\n",
-			ctx, what, s, got, acked[s], undef[s], inprog.kind,
-			inprog.id, inprog.s0, inprog.ns);
+	if (n_dup_blocks && rndn(2))
+		return dup_blocks[rndn(n_dup_blocks)];
+	if (n_dev_infl && rndn(2))
+		return (u32)dev_infl[rndn(n_dev_infl)].oblock;
+	return rndn(6);
+}
+
+static void writer_op(void)
+{
+	u32 op = rndn(100);
+
+	if (discard_dup_first) {
+		/*
+		 * Recovery freed the loser's slot with a store only the
+		 * loader's fence makes durable: drop the winner before that
+		 * slot is reused.
+		 */
+		discard_dup_first = 0;
+		op_discard(dup_blocks[rndn(n_dup_blocks)] * SPB, SPB);
+		return;
+	}
+
+	if (op < 38) {
+		u32 s0 = rndn(nsec), ns = 1 + rndn(2 * SPB + 3);
+
+		if (s0 + ns > nsec)
+			ns = nsec - s0;
+		op_write(s0, ns);
+	} else if (op < 58) {
+		/* overwrite a block aimed at, whole or partial */
+		u32 ob = target_block();
+		u32 first = rndn(2) ? 0 : rndn(SPB);
+		u32 ns = rndn(2) ? SPB - first : 1 + rndn(SPB - first);
+
+		op_write(ob * SPB + first, ns);
+	} else if (op < 72) {
+		u32 s0 = rndn(nsec), ns = 1 + rndn(6 * SPB);
+
+		if (rndn(2))
+			s0 = target_block() * SPB;
+		if (rndn(3) == 0) {
+			/* a large one (fstrim): many blocks before the fence */
+			s0 = rndn(4) * SPB;
+			ns = (16 + rndn(n_oblocks)) * SPB;
+		}
+		if (s0 + ns > nsec)
+			ns = nsec - s0;
+		op_discard(s0, ns);
+	} else if (op < 74) {
+		/* REQ_PREFLUSH: everything acknowledged is already durable */
+		/*
+		 * SITE: REQ_PREFLUSH fence, io.c; redundant: every acknowledged
+		 * write was fenced at W4 by its own CPU
+		 */
+		pmc_pmem_fence(PMC_P_RECORD);
+	} else if (op < 80) {
+		evict_clean(1 + rndn(4));
+	} else {
+		u32 k, n = 1 + rndn(4), s = rndn(nsec);
+
+		for (k = 0; k < n; k++)
+			op_read((s + k) % nsec);
 	}
 }
 
-static int cmp_pend_off(const void *a, const void *b)
+static void task_writer(void)
+{
+	while (!stop_all && E.ops_left) {
+		E.ops_left--;
+		writer_op();
+		yield(Y_OP);
+	}
+	cpus[cur_cpu].finished = 1;
+	yield_why = Y_DONE;
+}
+
+static void task_writeback(void)
+{
+	while (!stop_all) {
+		if (!wb_pass(1 + rndn(4)))
+			yield(Y_IDLE);
+		else
+			yield(Y_OP);
+	}
+	yield_why = Y_DONE;
+}
+
+static int have_completions(void *arg)
+{
+	return n_dev_done != 0;
+}
+
+/* The endio work: runs when origin writes have completed. */
+static void task_endio(void)
+{
+	while (!stop_all) {
+		wait_until(have_completions, NULL);
+		wb_endio_work();
+		yield(Y_OP);
+	}
+	yield_why = Y_DONE;
+}
+
+static void cpu_setup(u32 i)
+{
+	struct cpu *c = &cpus[i];
+
+	getcontext(&c->ctx);
+	c->ctx.uc_stack.ss_sp = c->stack;
+	c->ctx.uc_stack.ss_size = STACK_SIZE;
+	c->ctx.uc_link = &main_ctx;
+	makecontext(&c->ctx, c->task, 0);
+	c->prio = (u32)rndn(1000);
+	c->wait = NULL;
+	c->finished = 0;
+}
+
+/*
+ * One in sched_change scheduler steps gives the running CPU a new
+ * priority (PCT): short stalls or long ones.  Drawn again at every start.
+ */
+static u32 sched_change;
+
+static void cpus_init(void)
+{
+	u32 i;
+
+	sched_change = 3U << rndn(4);
+
+	ncpu = n_writers + 2;
+	assert(ncpu <= MAX_CPUS);
+	for (i = 0; i < ncpu; i++) {
+		struct cpu *c = &cpus[i];
+
+		if (!c->stack)
+			c->stack = malloc(STACK_SIZE);
+		if (i < n_writers) {
+			c->task = task_writer;
+			c->name = "writer";
+		} else if (i == n_writers) {
+			c->task = task_writeback;
+			c->name = "writeback";
+		} else {
+			c->task = task_endio;
+			c->name = "endio";
+		}
+		cpu_setup(i);
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* crash images                                                       */
+
+static int cmp_pend_ptr(const void *a, const void *b)
 {
 	const struct pend *x = *(const struct pend * const *)a;
 	const struct pend *y = *(const struct pend * const *)b;
 
 	if (x->off != y->off)
 		return x->off < y->off ? -1 : 1;
-	return x < y ? -1 : x > y;	/* program order */
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
+enum {
+	IMG_NONE, IMG_ALL, IMG_WORD, IMG_LINE, IMG_CPU_PREFIX, IMG_CPU_ALL,
+	IMG_NR
+};
+
 /*
- * Build a crash image: @dur plus a choice of the pending stores.  Mode 0:
- * nothing; 1: everything; 2: per 8-byte word, a random prefix of its
- * store history; 3: per 64-byte line, a random prefix (whole-line
- * write-backs, as a cache eviction or clwb would do).
+ * A crash image: @dur plus a choice of the pending stores, applied in
+ * store order.
+ *   IMG_WORD:       per 8-byte word, any one of its pending stores (the
+ *                   last to land) or none;
+ *   IMG_LINE:       per 64-byte line, a random prefix (a line write-back);
+ *   IMG_CPU_PREFIX: per CPU, a random prefix of its program order;
+ *   IMG_CPU_ALL:    per CPU, all of its stores or none.
  */
-static void make_image(u8 *img, const u8 *dur, struct pend *pend, size_t np,
-		       size_t size, int mode)
+static void make_image(u8 *img, const u8 *dur, const struct pend *pend,
+		       size_t np, size_t size, int mode)
 {
-	struct pend **v;
+	static const struct pend **v;
+	static u8 *take;
+	static size_t vcap;
 	size_t i, j;
 
 	memcpy(img, dur, size);
-	if (!np || mode == 0)
+	if (!np || mode == IMG_NONE)
 		return;
-	if (mode == 1) {
+	if (np > vcap) {
+		vcap = np * 2;
+		v = realloc(v, vcap * sizeof(*v));
+		take = realloc(take, vcap);
+	}
+	switch (mode) {
+	case IMG_ALL:
+		memset(take, 1, np);
+		break;
+	case IMG_WORD:
+	case IMG_LINE: {
+		u64 gran = mode == IMG_WORD ? 8 : 64;
+
 		for (i = 0; i < np; i++)
-			memcpy(img + pend[i].off, &pend[i].val, 8);
-		return;
-	}
-	v = malloc(np * sizeof(*v));
-	for (i = 0; i < np; i++)
-		v[i] = &pend[i];
-	if (mode == 2) {
-		qsort(v, np, sizeof(*v), cmp_pend_off);
+			v[i] = &pend[i];
+		qsort(v, np, sizeof(*v), cmp_pend_ptr);
+		memset(take, 0, np);
 		for (i = 0; i < np; i = j) {
-			size_t n, k;
+			size_t cut;
 
-			for (j = i; j < np && v[j]->off == v[i]->off; j++)
+			for (j = i; j < np && v[j]->off / gran == v[i]->off / gran; j++)
 				;
-			n = j - i;
-			k = rndn((u32)n + 1);
-			if (k)
-				memcpy(img + v[i]->off, &v[i + k - 1]->val, 8);
-		}
-	} else {
-		/* group by line, keep program order inside a line */
-		for (i = 0; i < np; i++) {
-			u64 line = pend[i].off / 64;
-			size_t cnt = 0, cut, seen = 0;
+			if (mode == IMG_LINE) {
+				/* program (seq) order inside the line */
+				size_t a, b;
 
-			if (!v[i])
-				continue;
-			for (j = i; j < np; j++)
-				if (v[j] && pend[j].off / 64 == line)
-					cnt++;
-			cut = rndn((u32)cnt + 1);
-			for (j = i; j < np; j++) {
-				if (!v[j] || pend[j].off / 64 != line)
-					continue;
-				if (seen++ < cut)
-					memcpy(img + pend[j].off, &pend[j].val, 8);
-				v[j] = NULL;
+				for (a = i + 1; a < j; a++)
+					for (b = a; b > i && v[b - 1]->seq > v[b]->seq; b--) {
+						const struct pend *t = v[b];
+
+						v[b] = v[b - 1];
+						v[b - 1] = t;
+					}
 			}
+			cut = rndn((u32)(j - i) + 1);
+			if (mode == IMG_WORD) {
+				if (cut)
+					take[v[i + cut - 1] - pend] = 1;
+				continue;
+			}
+			while (cut--)
+				take[v[i + cut] - pend] = 1;
 		}
+		break;
 	}
-	free(v);
+	case IMG_CPU_PREFIX:
+	case IMG_CPU_ALL: {
+		size_t cnt[MAX_CPUS + 1] = { 0 }, cut[MAX_CPUS + 1];
+		u32 c;
+
+		for (i = 0; i < np; i++)
+			cnt[pend[i].cpu]++;
+		for (c = 0; c <= MAX_CPUS; c++)
+			cut[c] = mode == IMG_CPU_ALL ? (rndn(2) ? cnt[c] : 0) :
+				 rndn((u32)cnt[c] + 1);
+		for (i = 0; i < np; i++) {
+			c = pend[i].cpu;
+			take[i] = cut[c] > 0;
+			if (cut[c])
+				cut[c]--;
+		}
+		break;
+	}
+	}
+	for (i = 0; i < np; i++)	/* seq order: the newest chosen wins */
+		if (take[i])
+			memcpy(img + pend[i].off, &pend[i].val, 8);
 }
 
-static struct pmc_origin_id oid = { .kind = PMC_ORIGIN_ID_MD };
+/* Read one sector of a recovered state, as the target would. */
+static long read_recovered(struct pmc_meta *m, struct pmc_index *idx,
+			   const u32 *org, u32 s)
+{
+	u32 slot = pmc_index_lookup(idx, s / SPB);
+
+	if (slot != PMC_NO_SLOT &&
+	    (pmc_slot_mask(idx->slot[slot]) & (1U << (s % SPB))))
+		return decode_sector(pmc_meta_data(m, slot) +
+				     (s % SPB) * PMC_SECTOR_SIZE, s);
+	return org[s];
+}
 
 static int check_state(struct pmc_meta *m, struct pmc_index *idx,
-		       const u8 *org, const char *ctx);
-
-/* Recover @img (in a fresh model) and check it.  0 = ok. */
-static u64 n_bad_states;
-
-static int recover_and_check(const u8 *img, const u8 *org, const char *ctx,
-			     int allow_nested, int allow_post)
+		       const u32 *org, const char *ctx)
 {
-	struct pmodel rm, *saved = PM;
+	int bad = 0;
+	u32 s;
+
+	for (s = 0; s < nsec; s++) {
+		long got = read_recovered(m, idx, org, s);
+
+		if (got < 0) {
+			violation("garbage", s, got, ctx);
+			bad = 1;
+		} else if (!acceptable(s, (u32)got)) {
+			violation(ever_has(s, (u32)got) ?
+				  "older value won / write lost" :
+				  "never written", s, got, ctx);
+			bad = 1;
+		}
+	}
+	return bad;
+}
+
+#define MAX_DEPTH 2
+static struct pmodel rm_pool[MAX_DEPTH];
+static u8 *img_pool[MAX_DEPTH + 1];
+
+/*
+ * Recover @img in a fresh model and check it.  0 = ok.  On success and
+ * if @keep is given, the recovered model is left in rm_pool[0] and its
+ * index in *keep.
+ */
+static int recover_and_check(const u8 *img, const u32 *org, const char *ctx,
+			     int depth, struct pmc_index *keep,
+			     struct pmc_meta *keep_m)
+{
+	struct pmodel *rm = &rm_pool[depth], *saved = PM;
+	int saved_cpu = cur_cpu;
 	struct pmc_meta m;
 	struct pmc_index idx;
 	struct pmc_recover_stats st;
 	const char *why;
 	int r, bad = 0;
 
-	pm_init(&rm, pmem_size);
-	memcpy(rm.vol, img, pmem_size);
-	memcpy(rm.dur, img, pmem_size);
-	PM = &rm;
-	if (allow_nested && rndn(3) == 0)
-		rm.capture_countdown = 1;
-	r = pmc_meta_open(&m, rm.vol, pmem_size, BS, &oid, &why);
+	pm_load(rm, img);
+	PM = rm;
+	cur_cpu = CPU_LOADER;
+	if (depth + 1 < MAX_DEPTH && rndn(3) == 0)
+		rm->capture_countdown = 1;
+	r = pmc_meta_open(&m, rm->vol, pmem_size, BS, &oid, &why);
 	if (r) {
 		n_violations++;
-		fprintf(stderr, "VIOLATION (%s): open failed %d %s\n", ctx, r,
-			why ? why : "");
+		if (report_left-- > 0)
+			fprintf(stderr, "VIOLATION (%s): open failed %d %s\n",
+				ctx, r, why ? why : "");
 		PM = saved;
-		pm_free(&rm);
+		cur_cpu = saved_cpu;
 		return 1;
 	}
 	r = pmc_index_init(&idx, m.n_blocks);
@@ -685,7 +1594,9 @@ static int recover_and_check(const u8 *img, const u8 *org, const char *ctx,
 	r = pmc_meta_recover(&m, &idx, &st);
 	if (r) {
 		n_violations++;
-		fprintf(stderr, "VIOLATION (%s): recovery failed %d\n", ctx, r);
+		if (report_left-- > 0)
+			fprintf(stderr, "VIOLATION (%s): recovery failed %d\n",
+				ctx, r);
 		bad = 1;
 	} else {
 		u64 used = 0, i;
@@ -695,374 +1606,698 @@ static int recover_and_check(const u8 *img, const u8 *org, const char *ctx,
 				used++;
 		if (used + idx.n_free != m.n_blocks) {
 			n_violations++;
-			fprintf(stderr, "VIOLATION (%s): index inconsistent\n",
-				ctx);
+			if (report_left-- > 0)
+				fprintf(stderr, "VIOLATION (%s): index inconsistent\n",
+					ctx);
 			bad = 1;
 		}
 		if (!bad)
 			bad = check_state(&m, &idx, org, ctx);
 	}
-	if (!bad && rm.cap_dur) {
+	if (!bad && rm->captured) {
 		/* A crash during recovery: recover that state again. */
-		u8 *img2 = malloc(pmem_size);
+		u8 *img2 = img_pool[depth + 1];
 
-		make_image(img2, rm.cap_dur, rm.cap_pend, rm.cap_npend,
-			   pmem_size, 2 + rndn(2));
+		make_image(img2, rm->cap_dur, rm->cap_pend, rm->cap_npend,
+			   pmem_size, IMG_WORD + rndn(2));
 		n_nested++;
-		PM = saved;
-		bad = recover_and_check(img2, org, "nested", 0, 0);
-		free(img2);
-		PM = &rm;
-	}
-	if (!bad && allow_post && rndn(4) == 0) {
-		/* Keep going after recovery: new writes must win later. */
-		struct engine save_e = E;
-		u32 s, k, ids[4], secs[4];
-		u8 *img3;
-
-		E.pm = rm;
-		E.m = m;
-		E.idx = idx;
-		PM = &E.pm;
-		for (k = 0; k < 4; k++) {
-			u32 slot, freed;
-			struct fill_ctx c;
-
-			s = rndn(nsec);
-			secs[k] = s;
-			ids[k] = 0x80000000U | next_id++;
-			c.id = ids[k];
-			c.oblock = s / SPB;
-			c.mask = 1U << (s % SPB);
-			slot = pmc_index_pop_free(&E.idx);
-			if (slot == PMC_NO_SLOT) {
-				if (!evict_some())
-					break;
-				slot = pmc_index_pop_free(&E.idx);
-			}
-			r = pmc_meta_write_block(&E.m, &E.idx, c.oblock,
-						 c.mask, slot, 0, fill_cb, &c,
-						 &freed);
-			assert(!r);
-			if (freed != PMC_NO_SLOT)
-				pmc_index_push_free(&E.idx, freed);
-		}
-		img3 = malloc(pmem_size);
-		make_image(img3, E.pm.dur, E.pm.pend, E.pm.npend, pmem_size, 0);
-		rm = E.pm;
-		idx = E.idx;
-		E = save_e;
-		PM = &rm;
-		{
-			struct pmodel pm2;
-			struct pmc_meta m2;
-			struct pmc_index idx2;
-			u32 j;
-
-			pm_init(&pm2, pmem_size);
-			memcpy(pm2.vol, img3, pmem_size);
-			memcpy(pm2.dur, img3, pmem_size);
-			PM = &pm2;
-			r = pmc_meta_open(&m2, pm2.vol, pmem_size, BS, &oid,
-					  &why);
-			assert(!r);
-			pmc_index_init(&idx2, m2.n_blocks);
-			pmc_meta_recover(&m2, &idx2, &st);
-			for (j = 0; j < k; j++) {
-				const u8 *p = read_sector(&m2, &idx2, org,
-							  secs[j]);
-				long got = decode_sector(p, secs[j]);
-				int later = 0;
-				u32 l;
-
-				for (l = j + 1; l < k; l++)
-					if (secs[l] == secs[j])
-						later = 1;
-				if (!later && got != (long)ids[j]) {
-					violation("post-recovery write lost",
-						  secs[j], got, ctx);
-					bad = 1;
-				}
-			}
-			pmc_index_destroy(&idx2);
-			PM = &rm;
-			pm_free(&pm2);
-		}
-		free(img3);
-		n_post++;
+		bad = recover_and_check(img2, org, "nested", depth + 1, NULL,
+					NULL);
 	}
 	PM = saved;
-	pmc_index_destroy(&idx);
-	pm_free(&rm);
-	return bad;
-}
-
-static int check_state(struct pmc_meta *m, struct pmc_index *idx,
-		       const u8 *org, const char *ctx)
-{
-	int bad = 0;
-	u32 s;
-
-	for (s = 0; s < nsec; s++) {
-		const u8 *p = read_sector(m, idx, org, s);
-		long got = decode_sector(p, s);
-		int in = s >= inprog.s0 && s < inprog.s0 + inprog.ns;
-
-		if (got < 0) {
-			violation("garbage", s, got, ctx);
-			bad = 1;
-			continue;
-		}
-		if (in && inprog.kind == 1 && (u32)got == inprog.id)
-			continue;
-		if (undef[s] || (in && inprog.kind == 2)) {
-			if (!hist_has(s, (u32)got)) {
-				violation("never written", s, got, ctx);
-				bad = 1;
-			}
-			continue;
-		}
-		if ((u32)got == acked[s])
-			continue;
-		violation(hist_has(s, (u32)got) ? "older value won / write lost" :
-			  "never written", s, got, ctx);
-		bad = 1;
+	cur_cpu = saved_cpu;
+	if (!bad && keep) {
+		*keep = idx;
+		*keep_m = m;
+		return 0;
 	}
+	pmc_index_destroy(&idx);
 	return bad;
 }
+
+static void restart_from(const u8 *img, const u32 *org);
 
 static void snapshot(const char *ctx)
 {
-	u8 *img = malloc(pmem_size);
+	static u32 *org;
+	u8 *img = img_pool[0];
 	u32 k;
 
+	if (!org)
+		org = malloc(nsec * sizeof(u32));
 	n_snapshots++;
 	for (k = 0; k < images_per_snapshot; k++) {
-		int mode = k == 0 ? (int)rndn(2) : 2 + (int)rndn(2);
+		int mode = k == 0 ? (int)rndn(2) : 2 + (int)rndn(IMG_NR - 2);
 
-		make_image(img, PM->dur, PM->pend, PM->npend, pmem_size, mode);
+		make_image(img, E.pm.dur, E.pm.pend, E.pm.npend, pmem_size, mode);
+		origin_image(org);
 		n_states++;
-		if (recover_and_check(img, origin, ctx, 1, 1))
+		if (recover_and_check(img, org, ctx, 0, NULL, NULL)) {
 			n_bad_states++;
+			return;
+		}
 	}
-	free(img);
+	if (restart_permille && rndn(1000) < restart_permille) {
+		/* Power comes back: carry on from the last image. */
+		restart_from(img, org);
+	}
 }
 
-static int in_snapshot;
+/* ------------------------------------------------------------------ */
+/* loading, restarting                                                */
 
-static void on_event(int is_fence)
+/* Every slot is live, free or quarantined after a load: else stop. */
+static void index_check_after_load(void)
 {
-	if (!in_workload || in_snapshot || PM != &E.pm)
+	u64 used = 0, i;
+
+	for (i = 0; i < E.m.n_blocks; i++)
+		if (pmc_slot_flags(E.idx.slot[i]) & (PMC_SF_USED | PMC_SF_BAD))
+			used++;
+	if (used + E.idx.n_free == E.m.n_blocks)
 		return;
-	if (!is_fence && rndn(100) >= snapshot_store_pct)
+	n_violations++;
+	if (report_left-- > 0)
+		fprintf(stderr, "VIOLATION (load): %llu slots neither live nor free\n",
+			(unsigned long long)(E.m.n_blocks - used - E.idx.n_free));
+	stop_all = 1;
+}
+
+/* pmc_load(): open and recover on the loader CPU (never fences again). */
+static void load_engine(void)
+{
+	struct pmc_recover_stats st;
+	const char *why;
+	int r, i;
+
+	cur_cpu = CPU_LOADER;
+	PM = &E.pm;
+	r = pmc_meta_open(&E.m, E.pm.vol, pmem_size, BS, &oid, &why);
+	assert(!r);
+	r = pmc_index_init(&E.idx, E.m.n_blocks);
+	assert(!r);
+	r = pmc_meta_recover(&E.m, &E.idx, &st);
+	assert(!r);
+	index_check_after_load();
+	for (i = 0; i < NSTRIPES; i++)
+		E.stripe[i].owner = -1, E.stripe[i].readers = 0;
+	E.free_lock.owner = -1;
+	E.free_lock.readers = 0;
+	E.evict_lock.owner = -1;
+	E.evict_lock.readers = 0;
+	n_dev_infl = 0;
+	n_dev_done = 0;
+	n_org_pend = 0;
+}
+
+/* The blocks that have more than one live record in E.pm. */
+static void find_dup_blocks(void)
+{
+	u32 seen[64] = { 0 }, i;
+	struct pmc_record r;
+	bool live;
+
+	assert(n_oblocks <= ARRAY_SIZE(seen));
+	n_dup_blocks = 0;
+	for (i = 0; i < E.m.n_blocks; i++) {
+		if (pmc_meta_read_record(&E.m, i, &r, &live) || !live ||
+		    r.oblock >= n_oblocks)
+			continue;
+		if (seen[r.oblock]++ == 1)
+			dup_blocks[n_dup_blocks++] = (u32)r.oblock;
+	}
+	discard_dup_first = n_dup_blocks != 0;
+}
+
+static void restart_from(const u8 *img, const u32 *org)
+{
+	u32 s;
+
+	n_restarts++;
+	trace("restart");
+	pmc_index_destroy(&E.idx);
+	pm_load(&E.pm, img);
+	find_dup_blocks();
+	memcpy(org_dur, org, nsec * sizeof(u32));
+	memcpy(org_vis, org, nsec * sizeof(u32));
+	load_engine();
+	/* What the recovered cache reads is now the acknowledged state. */
+	for (s = 0; s < nsec; s++) {
+		long got = read_recovered(&E.m, &E.idx, org_vis, s);
+
+		assert(got >= 0);	/* checked by the snapshot */
+		ev_reset(s, (u32)got);
+	}
+	cpus_init();
+}
+
+/* A fresh cache, formatted and loaded, over an origin of zeros (id 0). */
+static void world_reset(void)
+{
+	static u8 *zero;
+	u32 s;
+	int r;
+
+	if (!zero) {
+		zero = calloc(1, pmem_size);
+		pm_init(&E.pm, pmem_size);
+	} else {
+		pmc_index_destroy(&E.idx);
+	}
+	pm_load(&E.pm, zero);
+	stop_all = 0;
+	work_pm = &E.pm;
+	PM = &E.pm;
+	cur_cpu = CPU_LOADER;
+	r = pmc_meta_format(&E.m, E.pm.vol, pmem_size, BS, &oid);
+	assert(!r);
+	load_engine();
+	memset(org_dur, 0, nsec * sizeof(u32));
+	memset(org_vis, 0, nsec * sizeof(u32));
+	for (s = 0; s < nsec; s++) {
+		ever[s].n = 0;
+		ev_reset(s, 0);
+	}
+	E.evict_hand = 0;
+	E.wb_hand = 0;
+	n_dup_blocks = 0;
+	discard_dup_first = 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* directed scenarios: interleavings too rare to leave to chance       */
+
+/* Crash image: the durable state plus the pending stores at @offs only. */
+static void image_with(u8 *img, const u8 *dur, const struct pend *pend,
+		       size_t np, const u64 *offs, u32 noffs)
+{
+	size_t i;
+	u32 k;
+
+	memcpy(img, dur, pmem_size);
+	for (i = 0; i < np; i++)
+		for (k = 0; k < noffs; k++)
+			if (pend[i].off == offs[k])
+				memcpy(img + pend[i].off, &pend[i].val, 8);
+}
+
+static u64 record_word(u32 slot, u32 word)
+{
+	return PMC_RECORDS_OFFSET + (u64)slot * PMC_RECORD_SIZE + 8 * word;
+}
+
+/* Recover and check a crash image of a scenario: 0 if all is well. */
+static int scenario_check(const u8 *img, const char *ctx)
+{
+	n_states++;
+	if (!recover_and_check(img, org_dur, ctx, 0, NULL, NULL))
+		return 0;
+	n_bad_states++;
+	return 1;
+}
+
+/* The interleaving did not come about (a broken protocol changes it). */
+static void scenario_skipped(const char *name)
+{
+	if (verbose)
+		fprintf(stderr, "scenario %s: skipped\n", name);
+}
+
+/*
+ * A crash tears a record (only its last word, state and checksum, lands);
+ * after recovery the slot is reused with the same seq, and a second crash
+ * keeps only the new seq word: with the torn word still there, the mix is
+ * the torn record exactly and passes the checksum.
+ */
+static u32 scen_slot, scen_word;
+static int scen_bad;
+static u8 *scen_img;
+
+/* At the W4 fence of a write into scen_slot: only one record word landed. */
+static void torn_seq_crash(void)
+{
+	u64 off = record_word(scen_slot, scen_word);
+
+	image_with(scen_img, E.pm.dur, E.pm.pend, E.pm.npend, &off, 1);
+	scen_bad = scenario_check(scen_img, scen_word == 3 ?
+				  "scenario torn record" :
+				  "scenario torn record, seq reused");
+}
+
+static void scenario_torn_seq(void)
+{
+	u32 x;
+
+	if (!scen_img)
+		scen_img = malloc(pmem_size);
+	world_reset();
+	cur_cpu = 0;
+	op_write(7 * SPB, SPB);			/* w1 in slot X */
+	x = pmc_index_lookup(&E.idx, 7);
+	op_write(7 * SPB, SPB);			/* w2 elsewhere; X freed */
+	/* w3 in X again: only the last word (state, checksum) lands */
+	scen_slot = x;
+	scen_word = 3;
+	scen_bad = 1;
+	capture_hook = torn_seq_crash;
+	E.pm.capture_countdown = 2;		/* w3's W4 fence */
+	op_write(7 * SPB, SPB);
+	capture_hook = NULL;
+	if (!E.pm.captured || pmc_index_lookup(&E.idx, 7) != x) {
+		scenario_skipped("torn-seq");
 		return;
-	in_snapshot = 1;
-	snapshot(is_fence ? "at fence" : "between fences");
-	in_snapshot = 0;
+	}
+	if (scen_bad)
+		return;
+	restart_from(scen_img, org_dur);
+	/* w4, another block, in X with w3's seq: only the seq word lands */
+	cur_cpu = 0;
+	scen_word = 1;
+	capture_hook = torn_seq_crash;
+	E.pm.capture_countdown = 2;		/* w4's W4 fence */
+	op_write(9 * SPB, SPB);
+	capture_hook = NULL;
+	if (!E.pm.captured || pmc_index_lookup(&E.idx, 9) != x)
+		scenario_skipped("torn-seq, second crash");
+}
+
+/*
+ * CPU 1 drops block 5 in a discard and goes on with other blocks; CPU 0
+ * writes block 5 again (no cached copy: nothing to invalidate), it is
+ * written back, marked CLEAN and evicted, all fenced by their own CPUs.
+ * A power cut before CPU 1 fences must not bring the dropped copy back.
+ */
+static void scenario_discard_window(void)
+{
+	u32 freed[64], nf = 0, did;
+
+	world_reset();
+	cur_cpu = 0;
+	op_write(5 * SPB, SPB);			/* w1 */
+	cur_cpu = 1;
+	did = next_disc++;
+	drop_one(5, did, freed, &nf);		/* ... and blocks 6, 7, ... */
+	cur_cpu = 0;
+	op_write(5 * SPB, SPB);			/* w2, acknowledged */
+	cur_cpu = 2;
+	if (wb_pass(16) != 1) {
+		scenario_skipped("discard-window");
+		return;
+	}
+	device_complete_one(1);
+	cur_cpu = 3;
+	wb_endio_work();			/* origin flushed, CLEAN */
+	cur_cpu = 0;
+	if (evict_clean(16) != 1) {
+		scenario_skipped("discard-window");
+		return;
+	}
+	make_image(img_pool[0], E.pm.dur, E.pm.pend, E.pm.npend, pmem_size,
+		   IMG_NONE);
+	scenario_check(img_pool[0], "scenario discard window");
+	cur_cpu = 1;
+	drop_flush(freed, &nf);
+}
+
+static void run_scenarios(void)
+{
+	scripted = 1;
+	scenario_torn_seq();
+	scenario_discard_window();
+	scripted = 0;
+	cur_cpu = CPU_LOADER;
+}
+
+/* ------------------------------------------------------------------ */
+/* scheduler                                                          */
+
+static int runnable(u32 i)
+{
+	struct cpu *c = &cpus[i];
+
+	return !c->finished && (!c->wait || c->wait(c->wait_arg));
+}
+
+static void dump_state(void)
+{
+	u32 i;
+
+	fprintf(stderr, "ops_left %u n_free %llu infl %u done %u org_pend %u\n",
+		E.ops_left, (unsigned long long)E.idx.n_free, n_dev_infl,
+		n_dev_done, n_org_pend);
+	for (i = 0; i < ncpu; i++)
+		fprintf(stderr, "cpu %u %s prio %u wait %p fin %d\n", i,
+			cpus[i].name, cpus[i].prio, (void *)cpus[i].wait,
+			cpus[i].finished);
+	for (i = 0; i < E.m.n_blocks; i++) {
+		u64 v = E.idx.slot[i];
+
+		fprintf(stderr, "slot %u ob %llu mask %x flags %x\n", i,
+			(unsigned long long)pmc_slot_oblock(v), pmc_slot_mask(v),
+			pmc_slot_flags(v));
+	}
+}
+
+static void run_workload(void)
+{
+	u64 idle_streak = 0;
+
+	phase = PH_WORKLOAD;
+	for (;;) {
+		u32 i, best = MAX_CPUS, writers_left = 0;
+
+		if (brk != BRK_NONE && n_violations)
+			break;
+		if ((stop_at_first && n_violations) || stop_all)
+			break;
+		for (i = 0; i < ncpu; i++) {
+			if (i < n_writers && !cpus[i].finished)
+				writers_left++;
+			if (runnable(i) && (best == MAX_CPUS ||
+					    cpus[i].prio > cpus[best].prio))
+				best = i;
+		}
+		if (!writers_left)
+			break;
+		if (best == MAX_CPUS && n_dev_infl) {
+			device_complete_one(1);
+			continue;
+		}
+		if (best == MAX_CPUS) {
+			fprintf(stderr, "model deadlock: no CPU can run\n");
+			abort();
+		}
+		cur_cpu = (int)best;
+		n_switches++;
+		swapcontext(&main_ctx, &cpus[best].ctx);
+		cur_cpu = CPU_LOADER;
+		PM = &E.pm;
+
+		switch (yield_why) {
+		case Y_FENCE:
+			snapshot("at fence");
+			break;
+		case Y_STORE:
+			if (rndn(100) < snapshot_store_pct)
+				snapshot("between fences");
+			break;
+		case Y_IDLE:
+			/*
+			 * Nothing to do: let the others run, the other idle
+			 * ones (priority below 50) first.
+			 */
+			cpus[best].prio = 0;
+			for (i = 0; i < ncpu; i++)
+				if (i != best && cpus[i].prio < 50)
+					cpus[i].prio = 1 + rndn(49);
+			sched_step++;
+			if (n_dev_infl)
+				device_complete_one(0);
+			if (++idle_streak > 1000000) {
+				fprintf(stderr, "model livelock\n");
+				dump_state();
+				abort();
+			}
+			continue;
+		case Y_DONE:
+			cpus[best].finished = 1;
+			break;
+		default:
+			break;
+		}
+		idle_streak = 0;
+		/* The origin completes what is due, now and then. */
+		sched_step++;
+		if (n_dev_infl && rndn(4) == 0)
+			device_complete_one(0);
+		/* PCT: now and then a CPU gets a new priority. */
+		if (rndn(sched_change) == 0)
+			cpus[best].prio = 50 + rndn(1000);
+	}
+	phase = PH_NONE;
+	cur_cpu = CPU_LOADER;
 }
 
 /* ------------------------------------------------------------------ */
 /* format crash test                                                  */
 
+static struct pmodel fm;
+static u8 fm_uuid_before[16];
+static u64 fm_magic_before;
+
+/* Is @img a finished format: the documented layout, nothing live? */
+static int format_layout_bad(const u8 *img)
+{
+	struct pmodel *saved = PM;
+	struct pmodel *rm = &rm_pool[0];
+	struct pmc_meta m;
+	struct pmc_index idx;
+	struct pmc_recover_stats st;
+	const char *why;
+	u64 i;
+	int r, bad = 0;
+
+	pm_load(rm, img);
+	PM = rm;
+	r = pmc_meta_open(&m, rm->vol, pmem_size, BS, &oid, &why);
+	if (r) {
+		PM = saved;
+		return 1;
+	}
+	for (i = sizeof(struct pmc_super); i < PMC_SUPER_AREA; i++)
+		if (img[i])
+			bad = 1;
+	pmc_index_init(&idx, m.n_blocks);
+	pmc_meta_recover(&m, &idx, &st);
+	if (st.live || st.torn || st.superseded)
+		bad = 1;
+	pmc_index_destroy(&idx);
+	PM = saved;
+	return bad;
+}
+
+/* A crash in the middle of a format: load must work or format again. */
+static void format_check(const u8 *img, const char *ctx, int finished)
+{
+	struct pmodel *saved = PM;
+	struct pmodel *rm = &rm_pool[0];
+	struct pmc_meta m;
+	const char *why;
+	u64 magic;
+	int r, bad = 0;
+
+	n_format_states++;
+	pm_load(rm, img);
+	PM = rm;
+	r = pmc_meta_open(&m, rm->vol, pmem_size, BS, &oid, &why);
+	PM = saved;
+	memcpy(&magic, img, 8);
+	if (finished) {
+		/* format returned: the cache exists, empty, as documented */
+		bad = r != 0 || format_layout_bad(img);
+	} else if (r == 0) {
+		/* the old cache (untouched) or the new one (complete) */
+		if (memcmp(m.cache_uuid, fm_uuid_before, 16))
+			bad = format_layout_bad(img);
+	} else if (r != -ENODATA) {
+		/* refused: only if the format never began (F1 not durable) */
+		bad = magic != fm_magic_before || magic == PMC_MAGIC;
+	}
+	if (bad) {
+		n_violations++;
+		if (report_left-- > 0)
+			fprintf(stderr, "VIOLATION (format %s): open %d %s\n",
+				ctx, r, why ? why : "(layout)");
+	}
+}
+
+static void format_event(int is_fence)
+{
+	u8 *img = img_pool[1];
+
+	if (!is_fence && rndn(100) >= 3)
+		return;
+	make_image(img, fm.dur, fm.pend, fm.npend, pmem_size,
+		   (int)rndn(IMG_NR));
+	format_check(img, is_fence ? "at fence" : "between fences", 0);
+}
+
 static void format_crashes(u32 rounds)
 {
+	u8 *img = img_pool[0];
 	u32 k;
 
+	pm_init(&fm, pmem_size);
 	for (k = 0; k < rounds; k++) {
-		struct pmodel fm, rm;
 		struct pmc_meta m;
-		u8 *img = malloc(pmem_size);
-		const char *why;
-		int r;
+		u32 start = k % 3;
 
-		pm_init(&fm, pmem_size);
+		cur_cpu = CPU_LOADER;
+		memset(img, 0, pmem_size);
+		pm_load(&fm, img);
 		PM = &fm;
-		/* Start from an older cache or from a blank namespace. */
-		if (k & 1)
+		work_pm = &fm;
+		/* Start from a blank namespace, an older cache or foreign data. */
+		if (start == 1) {
+			struct pmc_index idx;
+			struct pmc_recover_stats st;
+			struct fill_ctx c = { .id = 1, .mask = 0xff, .oblock = 3 };
+			const char *why;
+			u32 freed, slot;
+
 			pmc_meta_format(&m, fm.vol, pmem_size, BS, &oid);
-		memcpy(fm.dur, fm.vol, pmem_size);
-		fm.npend = 0;
-		/* Cut the new format at one of its three fences. */
-		fm.capture_countdown = 1 + (int)rndn(3);
-		format_fence_count = 0;
-		pmc_meta_format(&m, fm.vol, pmem_size, BS, &oid);
-		/* A format with fewer fences (a mutant): crash at its end. */
-		if (!fm.cap_dur)
-			pm_capture(&fm);
-		make_image(img, fm.cap_dur, fm.cap_pend, fm.cap_npend,
-			   pmem_size, (int)rndn(4));
-		pm_init(&rm, pmem_size);
-		memcpy(rm.vol, img, pmem_size);
-		memcpy(rm.dur, img, pmem_size);
-		PM = &rm;
-		r = pmc_meta_open(&m, rm.vol, pmem_size, BS, &oid, &why);
-		n_format_states++;
-		if (r != 0 && r != -ENODATA) {
-			n_violations++;
-			if (report_left-- > 0)
-				fprintf(stderr, "VIOLATION (format): open %d %s\n",
-					r, why ? why : "");
+			pmc_meta_open(&m, fm.vol, pmem_size, BS, &oid, &why);
+			pmc_index_init(&idx, m.n_blocks);
+			pmc_meta_recover(&m, &idx, &st);
+			slot = pmc_index_pop_free(&idx);
+			if (slot != PMC_NO_SLOT)
+				pmc_meta_write_block(&m, &idx, 3, 0xff, slot, 0,
+						     fill_cb, &c, &freed);
+			pmc_index_destroy(&idx);
+		} else if (start == 2) {
+			pmc_random_bytes(fm.vol, pmem_size);
 		}
-		pm_free(&rm);
-		pm_free(&fm);
-		free(img);
+		pm_load(&fm, fm.vol);
+		memcpy(&fm_magic_before, fm.vol, 8);
+		memcpy(fm_uuid_before, fm.vol + offsetof(struct pmc_super, cache_uuid),
+		       16);
+		format_fence_count = 0;
+		phase = PH_FORMAT;
+		pmc_meta_format(&m, fm.vol, pmem_size, BS, &oid);
+		phase = PH_NONE;
+		/* Format has returned: whatever is still pending may be lost. */
+		make_image(img, fm.dur, fm.pend, fm.npend, pmem_size,
+			   (int)rndn(IMG_NR));
+		format_check(img, "after format", 1);
+		if (brk != BRK_NONE && n_violations)
+			break;
 	}
+	work_pm = NULL;
 }
 
 /* ------------------------------------------------------------------ */
 
-static void running_check(void)
-{
-	u32 k;
-
-	for (k = 0; k < 8; k++) {
-		u32 s = rndn(nsec);
-		long got = decode_sector(read_sector(&E.m, &E.idx, origin, s),
-					 s);
-
-		if (got < 0 || (!undef[s] && (u32)got != acked[s]) ||
-		    (undef[s] && !hist_has(s, (u32)got)))
-			violation("running read", s, got, "no crash");
-	}
-}
-
 static void usage(void)
 {
 	fprintf(stderr,
-		"usage: crash_model [--ops N] [--seed S] [--images K] [--store-pct P]\n"
+		"usage: crash_model [--ops N] [--seed S] [--writers W] [--images K] [--store-pct P]\n"
+		"                   [--media-errors PERMILLE] [--restarts PERMILLE] [--stop-at-first]\n"
+		"                   [--format-rounds N]\n"
 		"                   [--break data-fence|record-fence|free-fence|data-flush|record-flush|\n"
 		"                            format-order|waitprev]\n"
 		"                   [-v]\n");
 	exit(2);
 }
 
+static const char *const brk_names[] = {
+	[BRK_DATA_FENCE] = "data-fence",
+	[BRK_RECORD_FENCE] = "record-fence",
+	[BRK_FREE_FENCE] = "free-fence",
+	[BRK_DATA_FLUSH] = "data-flush",
+	[BRK_RECORD_FLUSH] = "record-flush",
+	[BRK_FORMAT_ORDER] = "format-order",
+	[BRK_WAITPREV] = "waitprev",
+};
+
 int main(int argc, char **argv)
 {
-	u32 ops = 400, i, s;
+	u32 ops = 400, i, s, k;
 	u64 seed = 1;
-	const char *why;
 	clock_t t0 = clock();
-	int r;
 
 	for (i = 1; i < (u32)argc; i++) {
-		if (!strcmp(argv[i], "--ops") && i + 1 < (u32)argc)
+		const char *a = argv[i];
+		int more = i + 1 < (u32)argc;
+
+		if (!strcmp(a, "--ops") && more)
 			ops = (u32)strtoul(argv[++i], NULL, 0);
-		else if (!strcmp(argv[i], "--seed") && i + 1 < (u32)argc)
+		else if (!strcmp(a, "--seed") && more)
 			seed = strtoull(argv[++i], NULL, 0);
-		else if (!strcmp(argv[i], "--images") && i + 1 < (u32)argc)
+		else if (!strcmp(a, "--writers") && more)
+			n_writers = (u32)strtoul(argv[++i], NULL, 0);
+		else if (!strcmp(a, "--images") && more)
 			images_per_snapshot = (u32)strtoul(argv[++i], NULL, 0);
-		else if (!strcmp(argv[i], "--store-pct") && i + 1 < (u32)argc)
+		else if (!strcmp(a, "--store-pct") && more)
 			snapshot_store_pct = (u32)strtoul(argv[++i], NULL, 0);
-		else if (!strcmp(argv[i], "--break") && i + 1 < (u32)argc) {
+		else if (!strcmp(a, "--media-errors") && more)
+			media_err_permille = (u32)strtoul(argv[++i], NULL, 0);
+		else if (!strcmp(a, "--restarts") && more)
+			restart_permille = (u32)strtoul(argv[++i], NULL, 0);
+		else if (!strcmp(a, "--format-rounds") && more)
+			format_rounds = (u32)strtoul(argv[++i], NULL, 0);
+		else if (!strcmp(a, "--stop-at-first"))
+			stop_at_first = 1;
+		else if (!strcmp(a, "--break") && more) {
 			const char *b = argv[++i];
 
-			if (!strcmp(b, "data-fence"))
-				brk = BRK_DATA_FENCE;
-			else if (!strcmp(b, "record-fence"))
-				brk = BRK_RECORD_FENCE;
-			else if (!strcmp(b, "free-fence"))
-				brk = BRK_FREE_FENCE;
-			else if (!strcmp(b, "data-flush"))
-				brk = BRK_DATA_FLUSH;
-			else if (!strcmp(b, "record-flush"))
-				brk = BRK_RECORD_FLUSH;
-			else if (!strcmp(b, "format-order"))
-				brk = BRK_FORMAT_ORDER;
-			else if (!strcmp(b, "waitprev"))
-				brk = BRK_WAITPREV;
-			else
+			for (k = 1; k < ARRAY_SIZE(brk_names); k++)
+				if (!strcmp(b, brk_names[k]))
+					brk = (enum brk)k;
+			if (brk == BRK_NONE)
 				usage();
-		} else if (!strcmp(argv[i], "-v")) {
-			verbose = 1;
+		} else if (!strcmp(a, "-v")) {
+			verbose++;
+		} else if (!strcmp(a, "-vv")) {
+			verbose = 2;
 		} else {
 			usage();
 		}
 	}
+	if (n_writers < 1 || n_writers + 2 > MAX_CPUS)
+		usage();
 	rng_state ^= seed * 0x9e3779b97f4a7c15ULL;
 	if (!rng_state)
 		rng_state = 1;
 
 	nsec = n_oblocks * SPB;
 	pmem_size = 2 * PMC_DATA_ALIGN + (size_t)n_slots_want * BS;
-	origin = calloc(nsec, PMC_SECTOR_SIZE);
-	acked = calloc(nsec, sizeof(*acked));
-	undef = calloc(nsec, 1);
-	hist = calloc(nsec, sizeof(*hist));
+	org_dur = calloc(nsec, sizeof(u32));
+	org_vis = calloc(nsec, sizeof(u32));
+	evs = calloc(nsec, sizeof(*evs));
+	ever = calloc(nsec, sizeof(*ever));
 	for (s = 0; s < nsec; s++)
-		fill_sector(origin + (u64)s * PMC_SECTOR_SIZE, 0, s);
-	oid.sectors = nsec;
+		ev_reset(s, 0);
+	oid.sectors = (u64)nsec;
 	memset(oid.uuid, 0x5a, sizeof(oid.uuid));
+	for (i = 0; i < MAX_DEPTH; i++)
+		pm_init(&rm_pool[i], pmem_size);
+	for (i = 0; i <= MAX_DEPTH; i++)
+		img_pool[i] = malloc(pmem_size);
 
-	format_crashes(ops / 2 + 50);
+	format_crashes(format_rounds ? format_rounds :
+		       ops / 2 + 50 < 5000 ? ops / 2 + 50 : 5000);
+	if (!(brk != BRK_NONE && n_violations))
+		run_scenarios();
 
-	pm_init(&E.pm, pmem_size);
-	PM = &E.pm;
-	r = pmc_meta_format(&E.m, E.pm.vol, pmem_size, BS, &oid);
-	assert(!r);
-	r = pmc_meta_open(&E.m, E.pm.vol, pmem_size, BS, &oid, &why);
-	assert(!r);
-	pmc_index_init(&E.idx, E.m.n_blocks);
-	{
-		struct pmc_recover_stats st;
+	/* The cache is formatted and loaded on the loader CPU. */
+	world_reset();
+	E.ops_left = ops;
+	cpus_init();
+	if (!(brk != BRK_NONE && n_violations))
+		run_workload();
 
-		pmc_meta_recover(&E.m, &E.idx, &st);
-	}
-
-	in_workload = 1;
-	for (i = 0; i < ops; i++) {
-		u32 op = rndn(100);
-
-		/* A broken protocol only has to be caught once. */
-		if (brk != BRK_NONE && n_violations)
-			break;
-
-		if (op < 40) {
-			u32 s0 = rndn(nsec), ns = 1 + rndn(2 * SPB + 3);
-
-			if (s0 + ns > nsec)
-				ns = nsec - s0;
-			op_write(s0, ns);
-		} else if (op < 55) {
-			/* overwrite a hot block, whole or partial */
-			u32 ob = rndn(6);
-			u32 first = rndn(2) ? 0 : rndn(SPB);
-			u32 ns = rndn(2) ? SPB - first : 1 + rndn(SPB - first);
-
-			op_write(ob * SPB + first, ns);
-		} else if (op < 60) {
-			u32 s0 = rndn(nsec), ns = 1 + rndn(3 * SPB);
-
-			if (s0 + ns > nsec)
-				ns = nsec - s0;
-			op_discard(s0, ns);
-		} else if (op < 64) {
-			/* REQ_PREFLUSH: everything acked is already durable */
-			pmc_meta_fence(PMC_P_RECORD);
-		} else if (op < 78) {
-			wb_start_some(1 + rndn(4));
-		} else if (op < 92) {
-			if (n_infl)
-				wb_complete_one(rndn(n_infl), rndn(10) != 0);
-		} else {
-			running_check();
-		}
-	}
-	in_workload = 0;
 	/* Clean shutdown: everything durable; recover and check once more. */
-	{
-		u8 *img = malloc(pmem_size);
+	if (!n_violations || brk == BRK_NONE) {
+		u8 *img = img_pool[0];
 
-		make_image(img, E.pm.dur, E.pm.pend, E.pm.npend, pmem_size, 1);
+		make_image(img, E.pm.dur, E.pm.pend, E.pm.npend, pmem_size,
+			   IMG_ALL);
 		n_states++;
-		recover_and_check(img, origin, "final", 0, 0);
-		free(img);
+		if (recover_and_check(img, org_vis, "final", 0, NULL, NULL))
+			n_bad_states++;
 	}
 
-	printf("mode=%s ops=%u seed=%llu snapshots=%llu nested=%llu post_recovery=%llu time=%.2fs\n",
+	printf("mode=%s ops=%u seed=%llu cpus=%u writers=%u snapshots=%llu nested=%llu restarts=%llu switches=%llu time=%.2fs\n",
 	       brk == BRK_NONE ? "correct" : "broken", ops,
-	       (unsigned long long)seed, (unsigned long long)n_snapshots,
-	       (unsigned long long)n_nested, (unsigned long long)n_post,
+	       (unsigned long long)seed, ncpu, n_writers,
+	       (unsigned long long)n_snapshots, (unsigned long long)n_nested,
+	       (unsigned long long)n_restarts, (unsigned long long)n_switches,
 	       (double)(clock() - t0) / CLOCKS_PER_SEC);
+	printf("acked_writes=%llu failed_writes=%llu writebacks=%llu evictions=%llu media_errors=%llu\n",
+	       (unsigned long long)n_acked_writes,
+	       (unsigned long long)n_failed_writes,
+	       (unsigned long long)n_wb_done, (unsigned long long)n_evicted,
+	       (unsigned long long)n_media_errors);
 	printf("crash_states=%llu format_states=%llu bad_states=%llu violations=%llu\n",
 	       (unsigned long long)n_states,
 	       (unsigned long long)n_format_states,

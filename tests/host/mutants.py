@@ -1,0 +1,329 @@
+#!/usr/bin/env python3
+"""Mutation testing of every durability site of the shared metadata code.
+
+A durability site is a line of dm-pmemcache/pmc_meta.c or pmc_index.c that
+  - fences pmem (pmc_pmem_fence / pmc_meta_fence): the mutant deletes the
+    call;
+  - stores to pmem with a flush (pmc_pmem_write, memcpy_flushcache in the
+    kernel): the mutant stores without the flush (memcpy in the kernel;
+    pmc_model_store_noflush in the model: the store is visible but no
+    fence makes it durable);
+  - orders writeback (sets PMC_SF_WAITPREV): the mutant deletes it.
+Each mutant is a copy of the file with that one change, compiled into its
+own crash_model in a temporary folder, and run until the model reports a
+VIOLATION (an abort of the model does not count).  Every mutant must be
+caught.
+
+The model's own copies of the io.c / writeback.c steps (lines marked
+"SITE(" in crash_model.c: eviction and discard fences, the flush of a
+write's data, the origin flush before CLEAN, ...) are mutated the same way
+and listed separately: they test the model's copy, not the module.
+
+usage: mutants.py [--long] [--only TEXT] [--list] [--keep]
+Prints one line per mutant and "durability sites N, mutants caught N".
+Exit status 0 if every mutant of the shared code was caught.
+"""
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SRC = os.path.normpath(os.path.join(HERE, "..", "..", "dm-pmemcache"))
+MODEL = os.path.join(HERE, "crash_model.c")
+SHARED = ["pmc_meta.c", "pmc_index.c"]
+CFLAGS = ["-O2", "-g", "-Wall", "-Wextra", "-Wno-unused-parameter",
+          "-Wno-sign-compare", "-std=gnu11"]
+NOFLUSH_DECL = ("void pmc_model_store_noflush(void *dst, const void *src, "
+                "size_t len, enum pmc_ptag tag);\n")
+
+# How hard the model tries before a mutant counts as not caught: quick
+# (make test) stops at the first run that catches it; long (make
+# test-long) needs every run to catch it.
+QUICK_RUNS = [["--ops", "3000", "--seed", str(s)] for s in (1, 2, 3, 4, 5)]
+LONG_RUNS = [["--ops", "20000", "--seed", str(s)] for s in (1, 2, 3, 4, 5)]
+
+# The protocol bugs the model found, put back one at a time: each must be
+# caught too (file, what, text of the fixed code, text of the old code).
+REGRESSIONS = [
+    ("pmc_meta.c", "recovery leaves torn records as they are (seq reuse)",
+     "\t\t\tst->torn++;\n\t\t\tpmc_meta_invalidate(m, slot, PMC_P_RECOVER);\n"
+     "\t\t\tfenced = false;\n",
+     "\t\t\tst->torn++;\n"),
+    ("pmc_meta.c", "a discard fences only a slot under writeback (D1')",
+     "\tpmc_meta_invalidate(m, old, PMC_P_FREE);\n\tpmc_pmem_fence(PMC_P_FREE);\n"
+     "\tif (pmc_slot_flags(idx->slot[old]) & PMC_SF_WB) {\n",
+     "\tpmc_meta_invalidate(m, old, PMC_P_FREE);\n"
+     "\tif (pmc_slot_flags(idx->slot[old]) & PMC_SF_WB) {\n"
+     "\t\tpmc_pmem_fence(PMC_P_FREE);\n"),
+]
+
+FENCE_RE = re.compile(r"\b(pmc_pmem_fence|pmc_meta_fence)\s*\([^;]*\)")
+STORE_RE = re.compile(r"\bpmc_pmem_write\s*\(")
+WAITPREV_RE = re.compile(r"\w+\s*\|=\s*PMC_SF_WAITPREV\s*;")
+ORIGIN_FLUSH_RE = re.compile(r"\borigin_flush\(\)")
+LABEL_RE = re.compile(r"\b(F[1-4]|W[1-6]|D1'|D[12]|C[12]|E[12])(?!\w)")
+FUNC_RE = re.compile(r"^[a-z].*\b(\w+)\(")
+
+
+def code_part(line):
+    """The line without a trailing // or /* comment (not perfect, enough)."""
+    return re.split(r"/\*|//", line, maxsplit=1)[0]
+
+
+def enclosing_function(lines, i):
+    for j in range(i, -1, -1):
+        m = FUNC_RE.match(lines[j])
+        if m and not lines[j].startswith(("static const", "struct")):
+            return m.group(1)
+    return "?"
+
+
+def protocol_label(lines, i):
+    """The protocol step (format.md) named in the comments just above."""
+    for j in range(i, max(i - 12, -1), -1):
+        if "/*" in lines[j] or lines[j].lstrip().startswith("*"):
+            found = LABEL_RE.findall(lines[j])
+            if found:
+                return "/".join(found)
+        if j < i and lines[j].startswith("}"):
+            break
+    return ""
+
+
+def shared_sites():
+    """(file, line number, kind, description) of every durability site."""
+    sites = []
+    for name in SHARED:
+        lines = open(os.path.join(SRC, name)).read().split("\n")
+        for i, line in enumerate(lines):
+            code = code_part(line)
+            if line.lstrip().startswith(("*", "/*", "//")):
+                continue
+            kind = None
+            if FENCE_RE.search(code):
+                kind = "fence"
+            elif STORE_RE.search(code):
+                kind = "flush"
+            elif WAITPREV_RE.search(code):
+                kind = "waitprev"
+            if not kind:
+                continue
+            label = protocol_label(lines, i)
+            fn = enclosing_function(lines, i)
+            what = {"fence": "pmem fence", "flush": "flush of a pmem store",
+                    "waitprev": "WAITPREV writeback order"}[kind]
+            desc = "%s:%d %s in %s()%s" % (name, i + 1, what, fn,
+                                           " [%s]" % label if label else "")
+            sites.append((name, i + 1, kind, desc, ""))
+    return sites
+
+
+def model_sites():
+    """The model's copies of io.c/writeback.c steps: a "SITE: name" comment
+    (optionally "; redundant: why") just above the call it names."""
+    lines = open(MODEL).read().split("\n")
+    sites = []
+    i = 0
+    while i < len(lines):
+        if not re.match(r"\s*(/\*|\*) SITE:", lines[i]):
+            i += 1
+            continue
+        text = lines[i].split("SITE:", 1)[1]
+        while "*/" not in lines[i]:
+            i += 1
+            text += " " + re.sub(r"^\*(?!/)\s?", "", lines[i].strip())
+        text = " ".join(text.split("*/")[0].split())
+        name, _, why = text.partition("; redundant: ")
+        i += 1
+        code = code_part(lines[i])
+        if FENCE_RE.search(code):
+            kind = "fence"
+        elif STORE_RE.search(code):
+            kind = "flush"
+        elif ORIGIN_FLUSH_RE.search(code):
+            kind = "origin-flush"
+        else:
+            raise ValueError("SITE comment above no call: line %d" % (i + 1))
+        sites.append(("crash_model.c", i + 1, kind,
+                      "crash_model.c:%d %s" % (i + 1, name), why))
+    return sites
+
+
+def regression_sites():
+    return [(f, k, "regression", "%s: %s" % (f, what), "")
+            for k, (f, what, _, _) in enumerate(REGRESSIONS)]
+
+
+def mutate(text, lineno, kind):
+    if kind == "regression":
+        _, _, fixed, old = REGRESSIONS[lineno]
+        assert text.count(fixed) == 1, "regression text not found: %r" % fixed
+        return text.replace(fixed, old)
+    lines = text.split("\n")
+    line = lines[lineno - 1]
+    code, rest = code_part(line), line[len(code_part(line)):]
+    if kind == "fence":
+        new = FENCE_RE.sub("(void)0", code, count=1)
+    elif kind == "flush":
+        new = STORE_RE.sub("pmc_model_store_noflush(", code, count=1)
+    elif kind == "waitprev":
+        new = WAITPREV_RE.sub("(void)0;", code, count=1)
+    elif kind == "origin-flush":
+        new = ORIGIN_FLUSH_RE.sub("0", code, count=1)
+    else:
+        raise ValueError(kind)
+    assert new != code, (lineno, kind, line)
+    lines[lineno - 1] = new + rest
+    out = "\n".join(lines)
+    if kind == "flush" and "pmc_model_store_noflush(void" not in out:
+        # declare it after the first #include
+        out = re.sub(r'(#include "[^"]+"\n)', lambda m: m.group(1) + NOFLUSH_DECL,
+                     out, count=1)
+    return out
+
+
+def cc(args, cwd):
+    p = subprocess.run(["gcc", *CFLAGS, "-I" + SRC, *args], cwd=cwd,
+                       capture_output=True, text=True)
+    if p.returncode:
+        raise RuntimeError("compile failed: %s\n%s" % (" ".join(args), p.stderr))
+
+
+class Builder:
+    """Objects of the unmutated sources, built once; one link per mutant."""
+
+    def __init__(self, tmp):
+        self.tmp = tmp
+        self.objs = {}
+        units = [(n, os.path.join(SRC, n)) for n in SHARED]
+        units += [("pmc_shim_user.c", os.path.join(SRC, "user", "pmc_shim_user.c")),
+                  ("crash_model.c", MODEL)]
+        for name, path in units:
+            obj = os.path.join(tmp, name[:-2] + ".o")
+            cc(["-c", "-o", obj, path], tmp)
+            self.objs[name] = obj
+
+    def binary(self, tag, name, text):
+        d = os.path.join(self.tmp, tag)
+        os.makedirs(d, exist_ok=True)
+        src = os.path.join(d, name)
+        with open(src, "w") as f:
+            f.write(text)
+        obj = os.path.join(d, name[:-2] + ".o")
+        cc(["-c", "-o", obj, src], d)
+        objs = [obj if n == name else o for n, o in self.objs.items()]
+        exe = os.path.join(d, "crash_model")
+        cc(["-o", exe, *objs], d)
+        return exe
+
+
+def run_model(exe, args, timeout=600):
+    p = subprocess.run([exe, *args, "--stop-at-first"], capture_output=True,
+                       text=True, timeout=timeout)
+    m = re.search(r"crash_states=(\d+) format_states=(\d+) bad_states=(\d+) "
+                  r"violations=(\d+)", p.stdout)
+    viol = int(m.group(4)) if m else 0
+    first = next((l for l in p.stderr.splitlines() if l.startswith("VIOLATION")), "")
+    states = int(m.group(1)) + int(m.group(2)) if m else 0
+    # caught: the model ran to its end and reported a violation
+    return (p.returncode == 1 and viol > 0 and m is not None), states, first, p
+
+
+def check_mutant(builder, site, runs, all_runs):
+    """(caught, text): caught is True when a run reported a VIOLATION."""
+    name, lineno, kind, desc, _ = site
+    path = MODEL if name == "crash_model.c" else os.path.join(SRC, name)
+    text = mutate(open(path).read(), lineno, kind)
+    exe = builder.binary("m%s_%s_%d" % (name[:-2], kind, lineno), name, text)
+    caught_by, first, states = [], "", 0
+    for args in runs:
+        ok, n, viol, p = run_model(exe, args)
+        states += n
+        if p.returncode not in (0, 1):
+            tail = p.stderr.strip().splitlines()[-1:] or [""]
+            return False, "model aborted (rc %d): %s" % (p.returncode, tail[0])
+        if ok:
+            caught_by.append(args[args.index("--seed") + 1])
+            first = first or viol
+            if not all_runs:
+                break
+        elif all_runs:
+            return False, "not caught with %s" % " ".join(args)
+    if not caught_by:
+        return False, "not caught (%d states checked)" % states
+    return True, "seed %s: %s" % (",".join(caught_by), first[:110])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--long", action="store_true",
+                    help="every mutant must be caught by each of 5 longer runs")
+    ap.add_argument("--only", default="", help="only sites whose text has this")
+    ap.add_argument("--list", action="store_true", help="list the sites and stop")
+    ap.add_argument("--no-model-sites", action="store_true",
+                    help="skip the model's copies of io.c/writeback.c sites")
+    args = ap.parse_args()
+
+    shared = [s for s in shared_sites() if args.only in s[3]]
+    regress = [s for s in regression_sites() if args.only in s[3]]
+    model = [] if args.no_model_sites else [s for s in model_sites() if args.only in s[3]]
+    if args.list:
+        for s in shared + regress + model:
+            print(s[3] + ("  (redundant: %s)" % s[4] if s[4] else ""))
+        return 0
+    runs = LONG_RUNS if args.long else QUICK_RUNS
+    tmp = tempfile.mkdtemp(prefix="pmc-mutants-")
+    bad = 0
+    try:
+        builder = Builder(tmp)
+        caught = 0
+        for site in shared:
+            ok, why = check_mutant(builder, site, runs, args.long)
+            caught += ok
+            print("%-10s %s -- %s" % ("caught" if ok else "NOT CAUGHT", site[3], why),
+                  flush=True)
+        bad += caught != len(shared)
+        rcaught = 0
+        for site in regress:
+            ok, why = check_mutant(builder, site, runs, args.long)
+            rcaught += ok
+            bad += not ok
+            print("%-10s %s -- %s" % ("caught" if ok else "NOT CAUGHT", site[3], why),
+                  flush=True)
+        mcaught = mred = 0
+        for site in model:
+            if site[4] and not args.long:
+                mred += 1
+                print("%-10s %s -- not run: %s" % ("redundant", site[3], site[4]),
+                      flush=True)
+                continue
+            ok, why = check_mutant(builder, site, runs[:3] if site[4] else runs,
+                                   args.long and not site[4])
+            if site[4]:
+                mred += 1
+                # a documented redundancy that the model refutes is an error
+                bad += ok
+                print("%-10s %s -- %s" % ("REFUTED" if ok else "redundant", site[3],
+                                          why if ok else site[4]), flush=True)
+                continue
+            mcaught += ok
+            bad += not ok
+            print("%-10s %s -- %s" % ("caught" if ok else "NOT CAUGHT", site[3], why),
+                  flush=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print("durability sites %d, mutants caught %d" % (len(shared), caught))
+    if regress:
+        print("fixed protocol bugs put back %d, caught %d" % (len(regress), rcaught))
+    if model:
+        print("model copies of io.c/writeback.c sites %d, mutants caught %d, "
+              "redundant %d" % (len(model), mcaught, mred))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
