@@ -368,8 +368,15 @@ static bool pmc_write_around(struct pmemcache *pc, struct bio *bio,
 	down_read(&st->lock);
 	around = pmc_index_lookup(&pc->idx, oblock) == PMC_NO_SLOT &&
 		 !pmc_index_inflight(&pc->idx, oblock);
-	if (around)
+	if (around) {
 		atomic_inc(&st->around);
+		/* Pairs with pmc_writeback_shutdown(): it waits for us or we see it. */
+		smp_mb__after_atomic();
+		if (READ_ONCE(pc->shutting_down)) {
+			atomic_dec(&st->around);
+			around = false;
+		}
+	}
 	up_read(&st->lock);
 	if (!around)
 		return false;

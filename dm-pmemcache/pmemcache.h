@@ -28,6 +28,7 @@
 #define PMC_WB_PASS		1024	/* blocks selected per pass, at most */
 #define PMC_DEF_FULL_WAIT_MS	100
 #define PMC_STRIPE_AUTO		(~0U)	/* stripe_blocks from the origin */
+#define PMC_SHUTDOWN_WAIT	(10 * HZ)	/* for writeback at reboot */
 #define PMC_MAX_STRIPE_BLOCKS	4096
 
 enum pmc_route {
@@ -94,6 +95,7 @@ struct pmc_rate {
 
 struct pmemcache {
 	struct dm_target *ti;
+	struct list_head live;	/* on the list the reboot notifier walks */
 	struct dm_dev *origin;
 	struct dm_dev *pmem_dev;
 
@@ -159,6 +161,7 @@ struct pmemcache {
 	bool age_pending;
 	bool starved;
 	bool suspended;
+	bool shutting_down;	/* the system goes down: no writeback */
 	bool pfn_capable;	/* bdev_pfn(origin) at the last ctr/resume */
 	bool pfn_failed;	/* a pfn bio completed with BLK_STS_NOTSUPP */
 	struct bio_set wb_bioset;
@@ -216,6 +219,7 @@ int pmc_writeback_init(struct pmemcache *pc);
 void pmc_writeback_exit(struct pmemcache *pc);
 void pmc_writeback_kick(struct pmemcache *pc);
 void pmc_writeback_stop(struct pmemcache *pc);
+void pmc_writeback_shutdown(struct pmemcache *pc);
 void pmc_writeback_start(struct pmemcache *pc);
 int pmc_writeback_all(struct pmemcache *pc);
 void pmc_writeback_check_watermark(struct pmemcache *pc);

@@ -11,6 +11,7 @@
 #include <linux/module.h>
 #include <linux/init.h>
 #include <linux/blkdev.h>
+#include <linux/reboot.h>
 
 #include "pmemcache.h"
 
@@ -156,6 +157,45 @@ static void pmc_unclaim_pmem(struct pmemcache *pc)
 	pc->claimed = false;
 }
 
+/*
+ * Every constructed cache, for the reboot notifier.  Ours runs before
+ * md's (core-patches: md's notifier gives way to the drivers stacked on
+ * it), so writeback has stopped before md stops its arrays' writes.
+ */
+static LIST_HEAD(pmc_live);
+static DEFINE_MUTEX(pmc_live_lock);
+
+static void pmc_live_add(struct pmemcache *pc)
+{
+	mutex_lock(&pmc_live_lock);
+	list_add(&pc->live, &pmc_live);
+	mutex_unlock(&pmc_live_lock);
+}
+
+static void pmc_live_del(struct pmemcache *pc)
+{
+	mutex_lock(&pmc_live_lock);
+	if (!list_empty(&pc->live))
+		list_del_init(&pc->live);
+	mutex_unlock(&pmc_live_lock);
+}
+
+static int pmc_reboot(struct notifier_block *nb, unsigned long code, void *x)
+{
+	struct pmemcache *pc;
+
+	mutex_lock(&pmc_live_lock);
+	list_for_each_entry(pc, &pmc_live, live)
+		pmc_writeback_shutdown(pc);
+	mutex_unlock(&pmc_live_lock);
+	return NOTIFY_DONE;
+}
+
+static struct notifier_block pmc_reboot_nb = {
+	.notifier_call = pmc_reboot,
+	.priority = INT_MAX,	/* before md (INT_MAX - 1) */
+};
+
 static const char *pmc_route_name(enum pmc_route r)
 {
 	switch (r) {
@@ -258,6 +298,7 @@ static void pmc_dtr(struct dm_target *ti)
 {
 	struct pmemcache *pc = ti->private;
 
+	pmc_live_del(pc);
 	if (pc->wq)
 		pmc_writeback_stop(pc);
 	if (pc->kaddr)
@@ -294,6 +335,7 @@ static int pmc_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	}
 	ti->private = pc;
 	pc->ti = ti;
+	INIT_LIST_HEAD(&pc->live);
 	pc->high_wm = PMC_DEF_HIGH_WM;
 	pc->low_wm = PMC_DEF_LOW_WM;
 	pc->wb_jobs = PMC_DEF_WB_JOBS;
@@ -394,6 +436,7 @@ static int pmc_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	ti->per_io_data_size = sizeof(struct pmc_stripe *);
 	ti->num_discard_bios = 1;
 	ti->discards_supported = true;
+	pmc_live_add(pc);
 	return 0;
 bad:
 	pmc_dtr(ti);
@@ -637,13 +680,17 @@ static int __init dm_pmemcache_init(void)
 {
 	int r = dm_register_target(&pmemcache_target);
 
-	if (r < 0)
+	if (r < 0) {
 		DMERR("register failed %d", r);
-	return r;
+		return r;
+	}
+	register_reboot_notifier(&pmc_reboot_nb);
+	return 0;
 }
 
 static void __exit dm_pmemcache_exit(void)
 {
+	unregister_reboot_notifier(&pmc_reboot_nb);
 	dm_unregister_target(&pmemcache_target);
 }
 

@@ -16,6 +16,7 @@
  * delay.  Dirty data is never dropped.
  */
 #include <linux/blkdev.h>
+#include <linux/delay.h>
 #include <linux/highmem.h>
 
 #include "pmemcache.h"
@@ -484,8 +485,46 @@ void pmc_writeback_stop(struct pmemcache *pc)
 	flush_workqueue(pc->wq);
 }
 
+/*
+ * The system goes down: nothing of ours may reach the origin once md has
+ * stopped its arrays' writes (md's reboot notifier runs after ours).
+ * Dirty blocks simply stay dirty in pmem for the next boot.  The wait is
+ * bounded: a dead origin must not stop the machine from going down.
+ */
+static bool pmc_around_idle(struct pmemcache *pc)
+{
+	unsigned int i;
+
+	for (i = 0; i < PMC_NR_STRIPES; i++)
+		if (atomic_read(&pc->stripes[i].around))
+			return false;
+	return true;
+}
+
+void pmc_writeback_shutdown(struct pmemcache *pc)
+{
+	unsigned long deadline = jiffies + PMC_SHUTDOWN_WAIT;
+
+	/* No new write around (see pmc_write_around()), no new writeback. */
+	WRITE_ONCE(pc->shutting_down, true);
+	smp_mb();	/* flag before reading the around counts: see there */
+	WRITE_ONCE(pc->suspended, true);
+	wake_up_all(&pc->wb_wait);
+	cancel_delayed_work_sync(&pc->age_work);
+	cancel_delayed_work_sync(&pc->wb_work);
+	if (!wait_event_timeout(pc->wb_wait, !atomic_read(&pc->wb_inflight),
+				PMC_SHUTDOWN_WAIT))
+		DMWARN("shutdown: %d blocks still being written back",
+		       atomic_read(&pc->wb_inflight));
+	while (!pmc_around_idle(pc) && time_before(jiffies, deadline))
+		msleep(20);
+}
+
 void pmc_writeback_start(struct pmemcache *pc)
 {
+	/* No writeback after shutdown, even if a table is resumed. */
+	if (READ_ONCE(pc->shutting_down))
+		return;
 	pc->pfn_capable = pmc_origin_takes_pfn(pc);
 	pc->stripe_blocks = pc->stripe_cfg == PMC_STRIPE_AUTO ?
 			    pmc_origin_stripe_blocks(pc) : pc->stripe_cfg;

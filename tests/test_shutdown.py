@@ -1,0 +1,134 @@
+"""Reboot and power-off with an active cache (issue 18).
+
+The guest fills a 64 MiB cache over md with random writes until it is full
+of dirty blocks and writeback runs, while a writer stamps 64 blocks with
+numbered synchronous writes and logs each acknowledgement; then it calls
+`reboot -f` or `poweroff -f` in the middle of all that. The target's
+reboot notifier runs before md's: writeback and write-around stop, what
+is in flight completes, and nothing of ours reaches md after md stopped
+its writes. Checked: no kernel report on the console (md's md_write_inc
+warning included), QEMU gone within 30 s of the call; the next boot finds
+the array clean or resyncs it without a mismatch, reads back every
+acknowledged write through the cache and again on md after a flush.
+"""
+import os
+import subprocess
+import time
+
+import pytest
+
+from test_target import PRELUDE, parse_status, pmemcache_module  # noqa: F401
+import test_target_powercut as tp
+from vm import VM, GuestRun
+
+LONG = os.environ.get("PMC_LONG", "0") not in ("", "0")
+NBLOCKS = 64
+HDD = "150:150M"
+TABLE_ARGS = "4 high_watermark 90 low_watermark 80"
+LAYOUT = {"raid5": ("raid5", 4), "raid1": ("raid1", 2)}
+
+WRITER = r"""
+pmc_init
+md_make md0 %(level)s %(n)d a
+dm_create pc "$(pmc_table md0 '%(args)s')" || die create
+# the cache full of dirty blocks: random writes over 3x its size
+fio --name=fill --filename=/dev/mapper/pc --direct=1 --ioengine=libaio \
+	--iodepth=8 --rw=randwrite --bs=4k --offset=1m --size=192m \
+	--time_based --runtime=900 > /dev/null 2>&1 &
+(
+""" + tp.WRITE_LOOP + r"""
+) &
+i=0
+while [ $i -lt 120 ]; do
+	set -- $(dmsetup status pc)
+	# blocks free wb_pfn_blocks wb_bounce_blocks: fields 4 6 16 18
+	[ $((${6} * 20)) -lt ${4} ] && [ $((${16} + ${18})) -gt 0 ] && break
+	sleep 1
+	i=$((i + 1))
+done
+sleep 2
+echo "STATUS1=$(dmsetup status pc)"
+echo GOING_DOWN=1
+%(down)s -f
+"""
+
+CHECK = r"""
+insmod /lib/modules/extra/dm-pmemcache.ko || die insmod
+mdadm --assemble --run /dev/md0 %(devs)s 2>&1 || die assemble
+echo "MD_STATE=$(mdadm --detail /dev/md0 | sed -n 's/^ *State : //p' | tr -d ' ')"
+dm_create pc "$(pmc_table md0 '%(args)s')" || die reload
+status 2
+dd if=/dev/mapper/pc of=/tmp/r bs=4096 count=%(nblocks)d iflag=direct 2>/dev/null || die read
+s=0
+while [ $s -lt %(nsec)d ]; do
+	echo "S $s $(dd if=/tmp/r bs=16 skip=$((s * 32)) count=1 2>/dev/null | tr -d '\000\n')"
+	s=$((s + 1))
+done
+dmsetup message pc 0 flush || die flush
+status 3
+dmsetup remove pc
+dd if=/dev/md0 of=/tmp/o bs=4096 count=%(nblocks)d iflag=direct 2>/dev/null || die "read md0"
+cmp /tmp/r /tmp/o && echo ORIGIN_SAME=1
+cmp /tmp/r /tmp/o > /dev/null || cmp /tmp/r /tmp/o | head -3
+md=/sys/block/md0/md
+while [ "$(cat $md/sync_action)" != idle ]; do sleep 1; done
+echo check > $md/sync_action
+sleep 1
+while [ "$(cat $md/sync_action)" != idle ]; do sleep 1; done
+echo "MISMATCH=$(cat $md/mismatch_cnt)"
+echo DONE=1
+"""
+
+CASES = [("raid5", "hdd", "poweroff"), ("raid1", "fast", "reboot")]
+if LONG:
+    CASES = [(l, m, d) for l in LAYOUT for m in ("hdd", "fast") for d in ("reboot", "poweroff")]
+
+
+def wait_down(proc, boot, seconds):
+    """Seconds from the guest's GOING_DOWN=1 until QEMU is gone; power cut
+    and fail if that takes longer than `seconds`."""
+    deadline = time.time() + 600
+    while "GOING_DOWN=1\n" not in boot.read()[1]:
+        if proc.poll() is not None or time.time() > deadline:
+            raise AssertionError("the writer never went down:\n" + boot.read()[1][-3000:])
+        time.sleep(0.2)
+    t0 = time.time()
+    try:
+        proc.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        VM.power_cut(proc)
+        raise AssertionError("the guest did not end within %d s of going down:\n%s"
+                             % (seconds, boot.read()[0][-3000:]))
+    return time.time() - t0
+
+
+@pytest.mark.parametrize("layout,members,down", CASES)
+def test_going_down_with_writeback_running(vm, layout, members, down):
+    level, n = LAYOUT[layout]
+    throttle = HDD if members == "hdd" else None
+    proc, boot = vm.start(PRELUDE + WRITER % dict(level=level, n=n, args=TABLE_ARGS, seed=4711,
+                                                  nblocks=NBLOCKS, down=down),
+                          timeout=900, disk_size=256, pmem_size=64, throttle=throttle)
+    took = wait_down(proc, boot, 30)
+    output = tp.cut_console(boot)        # fails on any kernel report, md's included
+    st = parse_status(GuestRun(None, "", output, None).value("STATUS1"))
+    assert st["wb_pfn_blocks"] + st["wb_bounce_blocks"] > 0, st
+    assert st["free"] * 20 < st["blocks"], st
+    allowed, nacked = tp.expected_sectors(output)
+    assert nacked > 0
+
+    devs = " ".join("/dev/vd%s" % l for l in "abcd"[:n])
+    res = vm.run(PRELUDE + CHECK % dict(devs=devs, args=TABLE_ARGS, nblocks=NBLOCKS,
+                                        nsec=NBLOCKS * 8),
+                 timeout=900, disk_size=256, pmem_size=64)
+    got = tp.read_back(res)
+    assert len(got) == NBLOCKS * 8
+    lost = {s: (got[s], sorted(allowed[s])) for s in got if got[s] not in allowed[s]}
+    assert not lost, lost
+    assert res.value("ORIGIN_SAME") == "1"
+    assert parse_status(res.value("STATUS3"))["dirty"] == 0
+    assert res.value("MISMATCH") == "0"
+    print("%s %s %s: down in %.1f s, %d acknowledged writes, md state at assembly %s, "
+          "dirty at the next boot %d"
+          % (layout, members, down, took, nacked, res.value("MD_STATE"),
+             parse_status(res.value("STATUS2"))["dirty"]))
