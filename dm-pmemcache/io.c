@@ -353,6 +353,23 @@ static int pmc_map_read(struct pmemcache *pc, struct bio *bio)
 /* ---- writes ----------------------------------------------------------- */
 
 /*
+ * Count a write of ours to the origin in @st->around (it keeps writeback
+ * off the stripe), unless the system is going down: then nothing new may
+ * reach the origin.  Pairs with pmc_writeback_shutdown(), which sets the
+ * flag and then waits for the counts to drain: it waits for us, or we
+ * see the flag.
+ */
+static bool pmc_origin_write_get(struct pmemcache *pc, struct pmc_stripe *st)
+{
+	atomic_inc(&st->around);
+	smp_mb__after_atomic();	/* count before flag: see the comment above */
+	if (likely(!READ_ONCE(pc->shutting_down)))
+		return true;
+	atomic_dec(&st->around);
+	return false;
+}
+
+/*
  * Send a write of a block that is not in the cache straight to the origin.
  * Not while an older copy is being written back (it could land after this
  * write), and writeback leaves the block alone until this one completed
@@ -368,15 +385,7 @@ static bool pmc_write_around(struct pmemcache *pc, struct bio *bio,
 	down_read(&st->lock);
 	around = pmc_index_lookup(&pc->idx, oblock) == PMC_NO_SLOT &&
 		 !pmc_index_inflight(&pc->idx, oblock);
-	if (around) {
-		atomic_inc(&st->around);
-		/* Pairs with pmc_writeback_shutdown(): it waits for us or we see it. */
-		smp_mb__after_atomic();
-		if (READ_ONCE(pc->shutting_down)) {
-			atomic_dec(&st->around);
-			around = false;
-		}
-	}
+	around = around && pmc_origin_write_get(pc, st);
 	up_read(&st->lock);
 	if (!around)
 		return false;
@@ -524,9 +533,8 @@ static bool pmc_write_through(struct pmemcache *pc, struct bio *bio,
 	bool ok;
 
 	down_read(&st->lock);
-	ok = !pmc_index_inflight(&pc->idx, oblock);
-	if (ok)
-		atomic_inc(&st->around);
+	ok = !pmc_index_inflight(&pc->idx, oblock) &&
+	     pmc_origin_write_get(pc, st);
 	up_read(&st->lock);
 	if (!ok)
 		return false;
@@ -602,6 +610,11 @@ static int pmc_map_write(struct pmemcache *pc, struct bio *bio)
 		}
 		if (pmc_write_through(pc, bio, oblock, st))
 			return DM_MAPIO_SUBMITTED;
+		/* Going down: no room and no way to the origin.  Not acked. */
+		if (READ_ONCE(pc->shutting_down)) {
+			bio_io_error(bio);
+			return DM_MAPIO_SUBMITTED;
+		}
 		wait_event_timeout(pc->free_wait,
 				   atomic_read(&pc->wb_done) != done, HZ);
 		slot = pmc_pop_usable(pc);
@@ -688,6 +701,7 @@ static int pmc_map_discard(struct pmemcache *pc, struct bio *bio)
 	u64 last = pmc_sector_to_block(pc, end);
 	u32 freed[64];
 	unsigned int nf = 0;
+	struct pmc_stripe *st;
 	u64 ob, s;
 
 	atomic64_inc(&pc->st.discards);
@@ -717,7 +731,10 @@ static int pmc_map_discard(struct pmemcache *pc, struct bio *bio)
 	}
 	pmc_drop_flush(pc, freed, &nf);
 
-	if (bdev_max_discard_sectors(pc->origin->bdev)) {
+	st = pmc_stripe_of(pc, pmc_sector_to_block(pc, start));
+	if (bdev_max_discard_sectors(pc->origin->bdev) &&
+	    pmc_origin_write_get(pc, st)) {
+		*pmc_bio_around(bio) = st;
 		bio_set_dev(bio, pc->origin->bdev);
 		return DM_MAPIO_REMAPPED;
 	}

@@ -34,6 +34,7 @@ struct pmc_wb_io {
 	atomic_t pending;	/* bios not yet completed, +1 while building */
 	blk_status_t status;
 	bool pfn;
+	bool unsent;		/* suspended before it was sent */
 	unsigned int n;
 	struct pmc_wb_item items[];
 };
@@ -161,17 +162,28 @@ static void pmc_wb_submit(struct pmemcache *pc, const struct pmc_wb_cand *c,
 	io->n = n;
 	io->status = BLK_STS_OK;
 	io->pfn = pmc_wb_use_pfn(pc);
+	io->unsent = false;
 	atomic_set(&io->pending, 1);
+	for (i = 0; i < n; i++) {
+		io->items[i].oblock = pmc_slot_oblock(c[i].v);
+		io->items[i].slot = c[i].slot;
+		io->items[i].mask = pmc_slot_mask(c[i].v);
+		io->items[i].page = NULL;
+	}
 	atomic_add(n, &pc->wb_inflight);
+	/* Pairs with pmc_writeback_shutdown(): it waits for us or we see it. */
+	smp_mb__after_atomic();
+	if (READ_ONCE(pc->suspended)) {
+		/* Suspend or shutdown waits for none but what is sent. */
+		io->unsent = true;
+		io->status = BLK_STS_OFFLINE;
+		goto out;
+	}
 
 	for (i = 0; i < n; i++) {
 		struct pmc_wb_item *it = &io->items[i];
 		void *dst;
 
-		it->oblock = pmc_slot_oblock(c[i].v);
-		it->slot = c[i].slot;
-		it->mask = pmc_slot_mask(c[i].v);
-		it->page = NULL;
 		if (pmc_wb_poisoned(pc, it->slot)) {
 			/* Never send known poison; the block stays dirty. */
 			atomic64_inc(&pc->st.media_errors);
@@ -365,7 +377,7 @@ static void pmc_wb_endio_work(struct work_struct *work)
 				DMWARN("origin refused pfn writeback, switching to bounce pages");
 			WRITE_ONCE(pc->pfn_failed, true);
 			atomic64_inc(&pc->st.wb_notsupp);
-		} else if (!ok) {
+		} else if (!ok && !io->unsent) {
 			atomic64_inc(&pc->st.wb_errors);
 			WRITE_ONCE(pc->wb_retry_at, jiffies + HZ);
 			retry_later = true;
@@ -505,19 +517,26 @@ void pmc_writeback_shutdown(struct pmemcache *pc)
 {
 	unsigned long deadline = jiffies + PMC_SHUTDOWN_WAIT;
 
-	/* No new write around (see pmc_write_around()), no new writeback. */
+	/*
+	 * No new origin write from here on: writeback and write-around see
+	 * the flag (pmc_wb_submit(), pmc_origin_write_get()) or are counted
+	 * before they look, and then waited for.  No cancel_*_sync(): the
+	 * writeback work may sit in the origin's queue, and the wait is
+	 * bounded.
+	 */
 	WRITE_ONCE(pc->shutting_down, true);
-	smp_mb();	/* flag before reading the around counts: see there */
 	WRITE_ONCE(pc->suspended, true);
+	smp_mb();	/* flag before reading the counts: see there */
+	cancel_delayed_work(&pc->age_work);
+	cancel_delayed_work(&pc->wb_work);
 	wake_up_all(&pc->wb_wait);
-	cancel_delayed_work_sync(&pc->age_work);
-	cancel_delayed_work_sync(&pc->wb_work);
-	if (!wait_event_timeout(pc->wb_wait, !atomic_read(&pc->wb_inflight),
-				PMC_SHUTDOWN_WAIT))
-		DMWARN("shutdown: %d blocks still being written back",
-		       atomic_read(&pc->wb_inflight));
-	while (!pmc_around_idle(pc) && time_before(jiffies, deadline))
+	wake_up_all(&pc->free_wait);
+	while (time_before(jiffies, deadline) &&
+	       (atomic_read(&pc->wb_inflight) || !pmc_around_idle(pc)))
 		msleep(20);
+	if (atomic_read(&pc->wb_inflight) || !pmc_around_idle(pc))
+		DMWARN("shutdown: origin writes still in flight after %u s",
+		       PMC_SHUTDOWN_WAIT / HZ);
 }
 
 void pmc_writeback_start(struct pmemcache *pc)
