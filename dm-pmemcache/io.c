@@ -28,6 +28,7 @@ void pmc_free_slots(struct pmemcache *pc, const u32 *slots, unsigned int n)
 		pmc_index_push_free(&pc->idx, slots[i]);
 	spin_unlock(&pc->free_lock);
 	wake_up_all(&pc->free_wait);
+	pmc_health_clear(pc, PMC_H_FULL);
 }
 
 static u32 pmc_pop_free(struct pmemcache *pc)
@@ -167,8 +168,10 @@ u32 pmc_alloc_slot(struct pmemcache *pc, unsigned int wait_ms)
 				   atomic_read(&pc->wb_done) != done,
 				   max_t(long, deadline - jiffies, 1));
 	}
-	if (waited && wait_ms && time_after_eq(jiffies, deadline))
+	if (waited && wait_ms && time_after_eq(jiffies, deadline)) {
 		atomic64_inc(&pc->st.full_timeouts);
+		pmc_health_set(pc, PMC_H_FULL, 0);
+	}
 	return s;
 }
 
@@ -279,7 +282,7 @@ static void pmc_read_overlay(struct work_struct *work)
 		if (slot != PMC_NO_SLOT &&
 		    pmc_read_slot(pc, bio, slot, first,
 				  need & pmc_slot_mask(pc->idx.slot[slot]))) {
-			atomic64_inc(&pc->st.media_errors);
+			pmc_count_media_error(pc);
 			bio->bi_status = BLK_STS_IOERR;
 		}
 		up_read(&rio->st->lock);
@@ -323,7 +326,7 @@ static int pmc_map_read(struct pmemcache *pc, struct bio *bio)
 		up_read(&st->lock);
 		atomic64_inc(&pc->st.read_hits);
 		if (r) {
-			atomic64_inc(&pc->st.media_errors);
+			pmc_count_media_error(pc);
 			bio->bi_status = BLK_STS_IOERR;
 		}
 		bio_endio(bio);
@@ -497,10 +500,15 @@ static void pmc_through_work(struct work_struct *work)
 		keep = pmc_slot_mask(v) & ~mask;
 	}
 	r = pmc_through_fill(pc, page_address(t->page), bio, first, slot, keep);
-	if (r)
-		atomic64_inc(&pc->st.media_errors);
-	else
+	if (r) {
+		pmc_count_media_error(pc);
+	} else {
 		r = pmc_through_write(pc, t->page, oblock, mask | keep);
+		if (r)
+			pmc_health_set(pc, PMC_H_ORIGIN, r);
+		else
+			pmc_health_clear(pc, PMC_H_ORIGIN);
+	}
 	if (!r && slot != PMC_NO_SLOT) {
 		if (pmc_slot_flags(v) & PMC_SF_DIRTY) {
 			atomic64_dec(&pc->epoch_dirty[pmc_slot_epoch(v)]);
@@ -551,10 +559,16 @@ static bool pmc_write_through(struct pmemcache *pc, struct bio *bio,
 
 int pmc_end_io(struct dm_target *ti, struct bio *bio, blk_status_t *error)
 {
+	struct pmemcache *pc = ti->private;
 	struct pmc_stripe *st = *pmc_bio_around(bio);
 
-	if (st)
-		atomic_dec(&st->around);
+	if (!st)
+		return DM_ENDIO_DONE;
+	atomic_dec(&st->around);
+	if (*error)
+		pmc_health_set(pc, PMC_H_ORIGIN, blk_status_to_errno(*error));
+	else
+		pmc_health_clear(pc, PMC_H_ORIGIN);
 	return DM_ENDIO_DONE;
 }
 
@@ -643,7 +657,7 @@ static int pmc_map_write(struct pmemcache *pc, struct bio *bio)
 		/* No stray store of ours may land in the slot's next life. */
 		pmem_wmb();
 		pmc_free_slots(pc, &slot, 1);
-		atomic64_inc(&pc->st.media_errors);
+		pmc_count_media_error(pc);
 		bio_io_error(bio);
 		return DM_MAPIO_SUBMITTED;
 	}

@@ -31,6 +31,14 @@
 #define PMC_SHUTDOWN_WAIT	(10 * HZ)	/* for writeback at reboot */
 #define PMC_MAX_STRIPE_BLOCKS	4096
 
+/* Conditions that raise a dm event when they begin or end (health.c). */
+enum pmc_health_bit {
+	PMC_H_ORIGIN,
+	PMC_H_MEDIA,
+	PMC_H_FULL,
+	PMC_H_NR
+};
+
 enum pmc_route {
 	PMC_ROUTE_AUTO,		/* pfn bios if bdev_pfn(origin), else bounce */
 	PMC_ROUTE_PFN,		/* pfn bios only (refused if not supported) */
@@ -169,6 +177,10 @@ struct pmemcache {
 	mempool_t *page_pool;
 
 	struct pmc_stats st;
+	unsigned long health;	/* BIT(enum pmc_health_bit) */
+	unsigned long health_told;	/* as the kernel log last told it */
+	int origin_err;		/* of the write that set PMC_H_ORIGIN */
+	struct work_struct event_work;
 };
 
 static inline u64 pmc_sector_to_block(struct pmemcache *pc, sector_t s)
@@ -213,6 +225,21 @@ unsigned int pmc_evict_clean(struct pmemcache *pc, unsigned int want);
 int pmc_map(struct dm_target *ti, struct bio *bio);
 int pmc_end_io(struct dm_target *ti, struct bio *bio, blk_status_t *error);
 size_t pmc_read_front_pad(void);
+
+/* health.c */
+void pmc_health_init(struct pmemcache *pc);
+void pmc_health_exit(struct pmemcache *pc);
+void pmc_health_set(struct pmemcache *pc, enum pmc_health_bit bit, int err);
+void pmc_health_clear(struct pmemcache *pc, enum pmc_health_bit bit);
+void pmc_health_emit(struct pmemcache *pc, char *result, unsigned int maxlen,
+		     unsigned int *szp);
+
+/* A pmem read hit poison (or a known bad range): count it, raise it. */
+static inline void pmc_count_media_error(struct pmemcache *pc)
+{
+	atomic64_inc(&pc->st.media_errors);
+	pmc_health_set(pc, PMC_H_MEDIA, -EIO);
+}
 
 /* writeback.c */
 int pmc_writeback_init(struct pmemcache *pc);

@@ -304,6 +304,7 @@ static void pmc_dtr(struct dm_target *ti)
 	if (pc->kaddr)
 		pmem_wmb();
 	pmc_writeback_exit(pc);
+	pmc_health_exit(pc);	/* after the last origin write completed */
 	bioset_exit(&pc->read_bioset);
 	pmc_index_destroy(&pc->idx);
 	pmc_pmem_release(pc);
@@ -335,6 +336,7 @@ static int pmc_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	}
 	ti->private = pc;
 	pc->ti = ti;
+	pmc_health_init(pc);
 	INIT_LIST_HEAD(&pc->live);
 	pc->high_wm = PMC_DEF_HIGH_WM;
 	pc->low_wm = PMC_DEF_LOW_WM;
@@ -493,8 +495,9 @@ static void pmc_status(struct dm_target *ti, status_type_t type,
 		       atomic64_read(&s->wb_flushes),
 		       atomic64_read(&s->full_waits),
 		       atomic64_read(&s->full_around));
-		DMEMIT("%lld %lld %llu", atomic64_read(&s->full_through),
+		DMEMIT("%lld %lld %llu ", atomic64_read(&s->full_through),
 		       atomic64_read(&s->full_timeouts), bad);
+		pmc_health_emit(pc, result, maxlen, &sz);
 		break;
 	case STATUSTYPE_TABLE:
 		DMEMIT("%s %s %u", pc->origin->name, pc->pmem_dev->name,

@@ -186,7 +186,7 @@ static void pmc_wb_submit(struct pmemcache *pc, const struct pmc_wb_cand *c,
 
 		if (pmc_wb_poisoned(pc, it->slot)) {
 			/* Never send known poison; the block stays dirty. */
-			atomic64_inc(&pc->st.media_errors);
+			pmc_count_media_error(pc);
 			io->status = BLK_STS_MEDIUM;
 			continue;
 		}
@@ -196,7 +196,7 @@ static void pmc_wb_submit(struct pmemcache *pc, const struct pmc_wb_cand *c,
 		dst = kmap_local_page(it->page);
 		if (pmc_copy_from_pmem(dst, pmc_meta_data(&pc->meta, it->slot),
 				       pc->block_size)) {
-			atomic64_inc(&pc->st.media_errors);
+			pmc_count_media_error(pc);
 			io->status = BLK_STS_MEDIUM;
 		}
 		kunmap_local(dst);
@@ -379,9 +379,14 @@ static void pmc_wb_endio_work(struct work_struct *work)
 			atomic64_inc(&pc->st.wb_notsupp);
 		} else if (!ok && !io->unsent) {
 			atomic64_inc(&pc->st.wb_errors);
+			if (io->status != BLK_STS_MEDIUM)
+				pmc_health_set(pc, PMC_H_ORIGIN,
+					       blk_status_to_errno(io->status));
 			WRITE_ONCE(pc->wb_retry_at, jiffies + HZ);
 			retry_later = true;
 		}
+		if (ok)
+			pmc_health_clear(pc, PMC_H_ORIGIN);
 		for (i = 0; i < io->n; i++) {
 			struct pmc_wb_item *it = &io->items[i];
 			struct pmc_stripe *st = pmc_stripe_of(pc, it->oblock);
@@ -391,7 +396,7 @@ static void pmc_wb_endio_work(struct work_struct *work)
 			down_write(&st->lock);
 			v = pc->idx.slot[it->slot];
 			if (pmc_meta_wb_done(&pc->meta, &pc->idx, it->slot, ok, &f)) {
-				atomic64_inc(&pc->st.media_errors);
+				pmc_count_media_error(pc);
 			} else if (ok && !(pmc_slot_flags(v) & PMC_SF_STALE)) {
 				atomic64_dec(&pc->epoch_dirty[pmc_slot_epoch(v)]);
 				atomic64_dec(&pc->n_dirty);

@@ -515,7 +515,7 @@ def test_windowed_reads_run_clean_under_valgrind(tool, shm_path):
 
 
 STATUS = ("0 2097152 pmemcache 65536 100 65000 436 50 2 10 7 200 0 3 9 0 0 150 614400 0 0 0 "
-          "12.1 bounce - 0 29491 48 2 5 1 0 0 0 3")
+          "12.1 bounce - 0 29491 48 2 5 1 0 0 0 3 ok")
 TABLE = "0 2097152 pmemcache 9:0 259:0 4096 4 high_watermark 60 low_watermark 40"
 
 STATUS_KEYS = {
@@ -532,7 +532,7 @@ STATUS_KEYS = {
     "ram_bytes_per_block": float, "ram_bytes": int, "route": str, "mode": str,
     "wb_rate_blocks_per_sec": int, "wb_target_dirty": int, "stripe_blocks": int,
     "wb_full_stripes": int, "wb_flushes": int, "full_waits": int, "full_around": int,
-    "full_through": int, "full_timeouts": int, "bad_slots": int,
+    "full_through": int, "full_timeouts": int, "bad_slots": int, "health": str,
 }
 
 
@@ -561,6 +561,7 @@ def test_status_json_schema_from_a_captured_line(tool):
     assert j["wb_target_dirty"] == 29491 and j["stripe_blocks"] == 48
     assert j["wb_full_stripes"] == 2 and j["wb_flushes"] == 5 and j["full_waits"] == 1
     assert j["full_through"] == 0 and j["full_timeouts"] == 0 and j["bad_slots"] == 3
+    assert j["health"] == "ok"
 
 
 def test_status_rejects_a_line_of_another_layout(tool):

@@ -39,7 +39,7 @@ STATUS_FIELDS = [
     "wb_bounce_bytes", "wb_errors", "wb_notsupp", "media_errors",
     "ram_bytes_per_block", "route", "mode", "wb_rate", "wb_target",
     "stripe_blocks", "wb_full_stripes", "wb_flushes", "full_waits",
-    "full_around", "full_through", "full_timeouts", "bad_slots",
+    "full_around", "full_through", "full_timeouts", "bad_slots", "health",
 ]
 
 
@@ -49,7 +49,7 @@ def parse_status(line):
     assert len(words) == 3 + len(STATUS_FIELDS), line
     vals = dict(zip(STATUS_FIELDS, words[3:]))
     for k, v in vals.items():
-        if k not in ("route", "mode", "ram_bytes_per_block"):
+        if k not in ("route", "mode", "ram_bytes_per_block", "health"):
             vals[k] = int(v)
     vals["ram_bytes_per_block"] = float(vals["ram_bytes_per_block"])
     return vals

@@ -615,6 +615,7 @@ static void status_human(const char *name, const struct sample *s,
 	char *op = devpath_of(t->origin), *cp = devpath_of(t->cache), rb[32];
 
 	printf("%s: pmemcache, %s\n", name, st->cleaner ? "cleaner mode" : "normal mode");
+	printf("  %-18s %s\n", "health", st->health);
 	printf("  %-18s %s (%s)\n", "origin", op ? op : t->origin, t->origin);
 	printf("  %-18s %s (%s)\n", "cache", cp ? cp : t->cache, t->cache);
 	printf("  %-18s %u bytes\n", "block size", t->block_size);

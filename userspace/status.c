@@ -22,7 +22,7 @@ int pmc_split_dm_line(const char *line, uint64_t *start, uint64_t *len,
 
 int pmc_status_parse(const char *params, struct pmc_status *s)
 {
-	char ram[32], route[16], mode[16], extra[2];
+	char ram[32], route[16], mode[16], health[64], extra[2];
 	unsigned long long int v[19], w[10];
 	char *end;
 	int n;
@@ -31,15 +31,16 @@ int pmc_status_parse(const char *params, struct pmc_status *s)
 	n = sscanf(params,
 		   "%llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu "
 		   "%llu %llu %llu %llu %llu %llu %llu %31s %15s %15s "
-		   "%llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %1s",
+		   "%llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %63s %1s",
 		   &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8],
 		   &v[9], &v[10], &v[11], &v[12], &v[13], &v[14], &v[15], &v[16],
 		   &v[17], &v[18], ram, route, mode,
 		   &w[0], &w[1], &w[2], &w[3], &w[4], &w[5], &w[6], &w[7], &w[8],
-		   &w[9], extra);
-	/* Exactly 32 fields: a changed layout must fail, not misparse. */
-	if (n != 32)
+		   &w[9], health, extra);
+	/* Exactly 33 fields: a changed layout must fail, not misparse. */
+	if (n != 33 || strspn(health, "abcdefghijklmnopqrstuvwxyz_,") != strlen(health))
 		return -1;
+	snprintf(s->health, sizeof(s->health), "%s", health);
 	s->wb_rate = w[0];
 	s->wb_target = w[1];
 	s->stripe_blocks = w[2];
@@ -160,5 +161,6 @@ json_object *pmc_status_json(const char *name, uint64_t len_sectors,
 	ADD(j, "full_timeouts", U64(s->full_timeouts));
 	ADD(j, "bad_slots", U64(s->bad_slots));
 	ADD(j, "mode", json_object_new_string(s->cleaner ? "cleaner" : "normal"));
+	ADD(j, "health", json_object_new_string(s->health));
 	return j;
 }
