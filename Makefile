@@ -68,7 +68,7 @@ test: kernel image
 test-long: kernel image
 	@PMC_LONG=1 KCACHE=$(KCACHE) KBUILD=$(KBUILD) $(PYTEST) -p no:cacheprovider -ra \
 		tests/test_crash_model.py tests/test_target_powercut.py \
-		tests/test_durability.py \
+		tests/test_durability.py tests/test_shutdown.py \
 		tests/test_bad_input.py::test_fuzzed_tables_and_messages_are_refused
 
 # The demo runs on fresh images each time.
