@@ -63,7 +63,8 @@ DOWN = {
     "poweroff": "poweroff -f",
     "detach": r"""kill -9 $loop_pid $fio_pid; killall -9 dd fio 2>/dev/null || true; wait
 t0=$(date +%s)
-dmsetup suspend pc && dmsetup remove pc || echo DETACH_FAILED=1
+# --retry: a killed dd may still be closing the device (as systemd does)
+dmsetup suspend pc && dmsetup remove --retry pc || echo DETACH_FAILED=1
 echo "DETACH_S=$(($(date +%s) - t0))"
 reboot -f""",
 }
