@@ -464,3 +464,65 @@ fio_check small /dev/loop0 %(small)s
     assert s["route"] == "bounce"
     assert "switching to bounce pages" in res.dmesg
     assert res.values("VERIFY_OK") == ["small"]
+
+
+@pytest.mark.skipif(not (PFN_IO and RAW_PMEM), reason="needs the pfn I/O core patches")
+@pytest.mark.parametrize("level,disks", [("raid1", 2), ("raid10", 4)])
+def test_member_losing_pfn_is_not_a_device_error(vm, level, disks):
+    """A member of the array stops taking page-less bios while the cache
+    writes back through pfns (its dm table now goes through a loop device
+    over the same disk, as a pvmove would put its own target there).  md
+    must not take the refusal for a media error (core-patches 0013): no
+    Faulty member, no bad blocks, no degraded array; the cache writes the
+    blocks again through bounce pages, so every mirror holds them."""
+    res = run(vm, """
+pmc_init
+echo 1000000 > /proc/sys/dev/raid/speed_limit_min
+members=
+for l in a b c d; do
+	[ $l = a ] || [ $l = b ] || [ %(disks)d = 4 ] || continue
+	dm_create m$l "0 $(blockdev --getsz /dev/vd$l) linear /dev/vd$l 0" || die m$l
+	members="$members /dev/mapper/m$l"
+done
+chunk=
+[ %(level)s = raid1 ] || chunk=--chunk=64
+# shellcheck disable=SC2086
+mdadm --create /dev/md0 --run --quiet --metadata=1.2 --assume-clean --size=256M \
+	--level=%(level)s --raid-devices=%(disks)d $chunk $members 2>&1 || die mdadm
+dm_create pc "$(pmc_table md0 '4 high_watermark 100 low_watermark 100')" || die create
+fio_job small /dev/mapper/pc %(small)s
+status 0
+losetup /dev/loop0 /dev/vdb || die losetup
+dmsetup reload mb --table "0 $(blockdev --getsz /dev/vdb) linear /dev/loop0 0" || die "reload mb"
+dmsetup resume mb || die "resume mb"
+dmsetup message pc 0 flush || die flush
+status 1
+dmsetup remove pc || die remove
+echo DEGRADED=$(cat /sys/block/md0/md/degraded)
+for d in /sys/block/md0/md/dev-*; do
+	echo "MEMBER=$(cat $d/state) $(wc -l < $d/bad_blocks)"
+done
+fio_check small /dev/md0 %(small)s
+echo check > /sys/block/md0/md/sync_action
+n=0
+while [ "$(cat /sys/block/md0/md/sync_action)" != idle ]; do
+	n=$((n + 1))
+	[ $n -lt 600 ] || die "md check did not end"
+	sleep 1
+done
+echo MISMATCH=$(cat /sys/block/md0/md/mismatch_cnt)
+""" % dict(level=level, disks=disks, small=JOB_SMALL))
+    assert parse_status(res.value("STATUS0"))["route"] == "pfn"
+    s = parse_status(res.value("STATUS1"))
+    assert s["dirty"] == 0
+    assert s["wb_notsupp"] > 0 and s["wb_errors"] == 0
+    assert s["route"] == "bounce"
+    assert "no more page-less I/O because dm-" in res.dmesg
+    assert res.value("DEGRADED") == "0"
+    members = res.values("MEMBER")
+    assert len(members) == disks
+    for m in members:
+        state, bad = m.split()
+        assert state == "in_sync" and bad == "0", members
+    assert res.values("VERIFY_OK") == ["small"]
+    assert res.value("MISMATCH") == "0"
