@@ -7,13 +7,14 @@
  * returns (an ioremap_cache mapping) and its pfns.  Never use
  * page_address(), virt_to_page() or kmap() on it.
  */
-#include <linux/major.h>
 #include <linux/badblocks.h>
 #include <linux/blkdev.h>
 #include <linux/uaccess.h>
+#ifdef PMC_HAVE_MD_ARRAY_UUID
+#include <linux/raid/md_array.h>
+#endif
 
 #include "pmemcache.h"
-#include "md.h"
 
 int pmc_copy_from_pmem(void *dst, const void *src, size_t len)
 {
@@ -114,8 +115,10 @@ void pmc_pmem_release(struct pmemcache *pc)
 
 /*
  * Identity of the origin recorded in the superblock: its size, and for an
- * md array its UUID (the one mdadm --detail prints), so that a table that
- * names another array is refused even if it has the same size.
+ * md array its UUID (the one mdadm --detail prints; md_array_uuid(), from
+ * core-patches), so that a table that names another array is refused even
+ * if it has the same size.  A partition of an array gets its number mixed
+ * into the last byte.
  */
 int pmc_origin_identity(struct pmemcache *pc, struct pmc_origin_id *oid)
 {
@@ -124,12 +127,11 @@ int pmc_origin_identity(struct pmemcache *pc, struct pmc_origin_id *oid)
 	memset(oid, 0, sizeof(*oid));
 	oid->sectors = bdev_nr_sectors(bdev);
 	oid->kind = PMC_ORIGIN_ID_NONE;
-	if (bdev->bd_disk->major == MD_MAJOR && bdev->bd_disk->private_data) {
-		struct mddev *mddev = bdev->bd_disk->private_data;
-
-		memcpy(oid->uuid, mddev->uuid, sizeof(oid->uuid));
+#ifdef PMC_HAVE_MD_ARRAY_UUID
+	if (!md_array_uuid(bdev->bd_disk, oid->uuid)) {
 		oid->uuid[15] ^= bdev->bd_partno;
 		oid->kind = PMC_ORIGIN_ID_MD;
 	}
+#endif
 	return 0;
 }

@@ -105,7 +105,7 @@ BLK_PFN_CASES = {
 }
 DMA_PFN_CASES = {
     "dma_pfn_supported_direct", "dma_map_pfn_direct", "dma_map_pfn_beyond_mask",
-    "dma_map_pfn_sg",
+    "dma_pfn_supported_narrow_mask", "dma_map_pfn_sg",
 }
 
 
@@ -130,4 +130,5 @@ def test_kunit_pfn_suites_swiotlb_force(vm, tmp_path):
     assert dma["dma_pfn_supported_direct"] == "PASS"
     assert dma["dma_map_pfn_direct"] == "PASS"
     assert dma["dma_map_pfn_beyond_mask"] == "PASS"
+    assert dma["dma_pfn_supported_narrow_mask"] == "PASS"
     assert dma["dma_map_pfn_sg"] == "SKIP"

@@ -179,6 +179,73 @@ def test_pfn_refused_with_swiotlb_force(vm):
     assert res.value("r1_degraded") == "0"
 
 
+REFUSAL_SCRIPT = GUEST_LIB + r"""
+# pfnwb_bounded NAME TARGET SECTOR LEN GAP [pfnwb args]: like pfnwb without
+# the read-back, but a write that never completes (a request requeued for
+# ever) prints NAME_rc=hang after 30 s instead of stopping the script.
+pfnwb_bounded() {
+	name=$1 tgt=$2 sec=$3 len=$4 gap=$5
+	shift 5
+	seed=$((seed + 1))
+	rm -f /tmp/pfnwb.rc
+	(if insmod /lib/modules/extra/pfnwb.ko target=$tgt sector=$sec len=$len \
+		gap=$gap seed=$seed pmem_off=$((seed * 8 * 1024 * 1024)) "$@"; then
+		rmmod pfnwb
+		echo 0
+	else
+		echo fail
+	fi > /tmp/pfnwb.rc) &
+	n=0
+	while [ ! -s /tmp/pfnwb.rc ] && [ $n -lt 30 ]; do
+		sleep 1
+		n=$((n + 1))
+	done
+	if [ ! -s /tmp/pfnwb.rc ]; then
+		echo "${name}_rc=hang"
+		return 0
+	fi
+	rc=$(cat /tmp/pfnwb.rc)
+	[ "$rc" = 0 ] || rc=$(dmesg | sed -n 's/.*pfnwb: result=\(-*[0-9]*\).*/\1/p' | tail -1)
+	echo "${name}_rc=$rc"
+}
+
+make_md 1 2
+# vdb behind an external port: whole pages still map, halves of pages
+# would need a bounce, which dma_map_pfn() refuses at I/O time
+pfnwb_bounded r1_pages /dev/md0 0 4096 0 untrust=/dev/vdb
+pfnwb_bounded r1_halves /dev/md0 8 4096 1
+echo r1_degraded=$(cat /sys/block/md0/md/degraded)
+echo vdb_state=$(cat /sys/block/md0/md/dev-vdb/state)
+echo vdb_bad=$(wc -l < /sys/block/md0/md/dev-vdb/bad_blocks)
+has_pfn_flag vda && echo vda_pfn=1 || echo vda_pfn=0
+has_pfn_flag vdb && echo vdb_pfn=1 || echo vdb_pfn=0
+stop_md
+# a plain disk: refused at mapping, then at submission
+pfnwb_bounded vdc_halves /dev/vdc 0 4096 1 untrust=/dev/vdc
+pfnwb_bounded vdc_again /dev/vdc 0 4096 0
+echo DONE=1
+"""
+
+
+def test_dma_refusal_at_io_time_fails_with_notsupp(vm):
+    """A page-less range that the DMA mapping refuses only at I/O time (an
+    untrusted device behind an IOMMU would need a bounce for half a page):
+    virtio must fail the request with BLK_STS_NOTSUPP and stop taking
+    page-less bios, never requeue it for ever; md passes the refusal up
+    without failing the member (core-patches 0013, 0014)."""
+    res = vm.run(REFUSAL_SCRIPT, iommu="intel", timeout=600)
+    v = res.value
+    assert v("DONE") == "1"
+    assert v("r1_pages_rc") == "0"
+    assert int(v("r1_halves_rc")) == EOPNOTSUPP
+    assert v("r1_degraded") == "0"
+    assert v("vdb_state") == "in_sync" and v("vdb_bad") == "0"
+    assert v("vda_pfn") == "1" and v("vdb_pfn") == "0"
+    assert int(v("vdc_halves_rc")) == EOPNOTSUPP
+    assert int(v("vdc_again_rc")) == EOPNOTSUPP
+    assert "no more page-less I/O" in res.dmesg
+
+
 WRITECACHE_SCRIPT = r"""
 # 6.1.192 oopsed here (NULL dax_device in dax_synchronous()); with the fix
 # the table load fails with a clear error instead.

@@ -18,6 +18,10 @@
  *   gap=1          take the second half of the data from one page further
  *                  into pmem, so the bio gets two bvecs instead of one
  *   seed=N         pattern seed
+ *   untrust=PATH   first mark the PCI device under this block device
+ *                  untrusted, as if it sat behind an external port: behind
+ *                  an IOMMU, dma-iommu then bounces sub-granule ranges,
+ *                  which dma_map_pfn() refuses (a refusal at I/O time)
  *
  * It prints "pfnwb: KEY=value" lines and loads only if the write
  * succeeded; otherwise insmod fails with the bio's error (e.g. -EOPNOTSUPP).
@@ -26,11 +30,14 @@
 #include <linux/blkdev.h>
 #include <linux/dax.h>
 #include <linux/module.h>
+#include <linux/pci.h>
 #include <linux/pfn_t.h>
 #include <linux/string.h>
 #include <linux/uio.h>
 #include <linux/vmalloc.h>
 
+static char *untrust;
+module_param(untrust, charp, 0444);
 static char *pmem = "/dev/pmem0";
 module_param(pmem, charp, 0444);
 static char *target;
@@ -152,9 +159,33 @@ put_pmem:
 	return ret;
 }
 
+/* Test only: what the PCI core does for a device behind an external port. */
+static int pfnwb_untrust(const char *path)
+{
+	struct block_device *bdev = blkdev_get_by_path(path, FMODE_READ, NULL);
+	struct device *d;
+	int ret = -ENODEV;
+
+	if (IS_ERR(bdev))
+		return PTR_ERR(bdev);
+	for (d = disk_to_dev(bdev->bd_disk); d; d = d->parent) {
+		if (dev_is_pci(d)) {
+			to_pci_dev(d)->untrusted = 1;
+			pr_info("pfnwb: %s untrusted\n", dev_name(d));
+			ret = 0;
+			break;
+		}
+	}
+	blkdev_put(bdev, FMODE_READ);
+	return ret;
+}
+
 static int __init pfnwb_init(void)
 {
-	int ret = pfnwb_write();
+	int ret = untrust ? pfnwb_untrust(untrust) : 0;
+
+	if (!ret)
+		ret = pfnwb_write();
 
 	pr_info("pfnwb: result=%d\n", ret);
 	return ret;
