@@ -125,8 +125,11 @@ def test_binary_needs_only_libdevmapper_json_c_libc(tool):
     assert "not found" not in libs
 
 
-@pytest.mark.parametrize("cmd", ["create", "status", "list", "flush", "remove",
-                                 "check", "drain"])
+COMMANDS = ["create", "status", "list", "flush", "remove", "detach", "set",
+            "check", "drain"]
+
+
+@pytest.mark.parametrize("cmd", COMMANDS)
 def test_every_command_has_help(tool, cmd):
     p = run(cmd, "--help")
     assert p.returncode == OK and p.stderr == ""
@@ -170,6 +173,21 @@ def test_no_command_and_unknown_command_are_usage_errors(tool):
     (["drain", "-x", "a", "b"], ["bad option"]),
     (["create", "pc", "-c", "/y", "--origin"], ["option '--origin' needs a value"]),
     (["check", "img", "-o"], ["option '-o' needs a value"]),
+    (["detach"], ["need exactly one NAME"]),
+    (["detach", "a", "b"], ["need exactly one NAME"]),
+    (["detach", "pc", "--timeout", "soon"], ["--timeout", "'soon'"]),
+    (["detach", "pc", "--timeout", "-1"], ["--timeout: '-1' is not a number of seconds"]),
+    (["detach", "pc", "--now"], ["bad option '--now'"]),
+    (["set", "pc", "high_watermark"], ["need NAME KEY VALUE"]),
+    (["set", "pc", "high_watermark", "1", "2"], ["need NAME KEY VALUE"]),
+    (["set", "pc", "hi_watermark", "50"], ["unknown key 'hi_watermark'"]),
+    (["set", "pc", "flush", "1"], ["unknown key 'flush'"]),
+    (["set", "pc", "full_wait", "10ms"], ["full_wait: '10ms' is not a number"]),
+    (["set", "pc", "seq_bypass", "4294967296"], ["seq_bypass: '4294967296' is not a number"]),
+    (["set", "pc", "cleaner", "maybe"], ["cleaner: 'maybe' is not on or off"]),
+    (["set", "pc", "max_age", "1000"], ["max_age cannot change while the cache runs",
+                                         "create --max-age"]),
+    (["set", "pc", "writeback", "pfn"], ["writeback cannot change while the cache runs"]),
 ])
 def test_bad_arguments_give_one_line_and_exit_1(tool, args, words):
     p = run(*args)
@@ -191,6 +209,8 @@ def test_bad_devices_give_one_line_and_exit_2(tool, tmp_path):
         (["status", "nosuchcache"], []),
         (["flush", "nosuchcache"], []),
         (["remove", "nosuchcache"], []),
+        (["detach", "nosuchcache"], []),
+        (["set", "nosuchcache", "high-watermark", "60"], []),
     ]
     for args, words in cases:
         p = run(*args)
