@@ -626,12 +626,28 @@ def test_man_page_renders_and_documents_every_command_and_exit_code(tool):
                        capture_output=True, text=True)
     assert p.returncode == 0 and p.stderr == "", p.stderr
     text = page.read_text()
-    for cmd in ["create", "status", "list", "flush", "remove", "check", "drain"]:
+    for cmd in COMMANDS:
         assert re.search(r"^\.SS %s\b" % cmd, text, re.M), cmd
+        assert re.search(r"^\.B pmemcachectl %s$" % cmd, text, re.M), cmd
     for code in range(9):
         assert re.search(r"^\.B %d$" % code, text, re.M), code
     for key in STATUS_KEYS:
         assert key.replace("_", "\\_") in text or key in text, key
+
+
+def test_set_help_lists_every_key_of_the_tool_and_the_man_page(tool):
+    p = run("set", "--help")
+    keys = re.findall(r"^  ([a-z_]+) ", p.stdout, re.M)
+    # the live tunables of target.c's pmc_tunables[] and its cleaner message
+    target = (REPO / "dm-pmemcache/target.c").read_text()
+    live = re.findall(r'PMC_TUNABLE\("(\w+)",[^;]*?(true|false)\)', target, re.S)
+    assert len(live) == 7 and {k for k, l in live} | {"cleaner"} <= set(keys), keys
+    for k, l in live:       # the tunables no message changes: refused by the tool
+        line = re.search(r"^  %s .*$" % k, p.stdout, re.M).group(0)
+        assert ("set by the table only" in line) == (l == "false"), line
+    page = (REPO / "docs/pmemcachectl.8").read_text()
+    for k in keys:
+        assert k.replace("_", "\\_") in page, k
 
 
 # ------------------------------------------------------------------ VM --
