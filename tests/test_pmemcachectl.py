@@ -650,6 +650,29 @@ def test_set_help_lists_every_key_of_the_tool_and_the_man_page(tool):
         assert k.replace("_", "\\_") in page, k
 
 
+@pytest.mark.parametrize("top,prefix", [(True, None), (False, "/usr")])
+def test_make_install_honours_prefix_and_destdir(tool, tmp_path, top, prefix):
+    dest = tmp_path / "root"
+    cmd = ["make", "-C", str(REPO if top else US), "install", "DESTDIR=%s" % dest]
+    if prefix:
+        cmd.append("PREFIX=%s" % prefix)
+    p = build(cmd)
+    assert p.returncode == 0, p.stdout + p.stderr
+    base = dest / (prefix or "/usr/local").lstrip("/")
+    sbin, man = base / "sbin/pmemcachectl", base / "share/man/man8/pmemcachectl.8"
+    files = sorted(str(f.relative_to(dest)) for f in dest.rglob("*") if f.is_file())
+    assert files == sorted(str(f.relative_to(dest)) for f in (sbin, man)), files
+    assert sbin.stat().st_mode & 0o777 == 0o755
+    assert man.stat().st_mode & 0o777 == 0o644
+    assert sbin.read_bytes() == TOOL.read_bytes()
+    assert man.read_bytes() == (REPO / "docs/pmemcachectl.8").read_bytes()
+    v = subprocess.run([str(sbin), "--version"], capture_output=True, text=True)
+    assert v.returncode == 0 and v.stdout.startswith("pmemcachectl ")
+    p = build(cmd[:3] + ["uninstall"] + cmd[4:])
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert not sbin.exists() and not man.exists()
+
+
 # ------------------------------------------------------------------ VM --
 
 def _vm_setup():
