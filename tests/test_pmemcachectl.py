@@ -614,7 +614,10 @@ def test_check_and_drain_run_clean_under_valgrind(images):
                      (("drain", pmem, "/nonexistent"), DEVICE),
                      (("status", "pc", "--json", "--status-line", STATUS,
                        "--table-line", TABLE), OK),
-                     (("create", "pc", "-o", "/x", "-c", "/y", "--block-size", "7"), USAGE)]:
+                     (("create", "pc", "-o", "/x", "-c", "/y", "--block-size", "7"), USAGE),
+                     (("set", "pc", "max_age", "5"), USAGE),
+                     (("set", "pc", "cleaner", "maybe"), USAGE),
+                     (("detach", "pc", "--timeout", "x"), USAGE)]:
         p = run(*args, valgrind=True)
         assert p.returncode == rc, (args, p.returncode, p.stderr)
 
