@@ -895,16 +895,19 @@ def test_vm_media_errors_in_a_read_window_cost_only_their_records(vm, guest, bas
 
 
 # ------------------------------------------------------ detach and set --
-GUEST_IO = REPO / "tests/guest/durable_io"
+GUEST_IO = REPO / "tests/guest/durable_io"      # .c
 
 
 @pytest.fixture(scope="module")
-def writer_tool(guest):
-    """tests/guest/durable_io, static, for the guest (as test_durability)."""
-    p = build(["gcc", "-static", "-O2", "-Wall", "-Wextra", "-Werror", "-pthread",
-               "-o", str(GUEST_IO), str(GUEST_IO) + ".c"])
+def writer_tool(guest, tmp_path_factory):
+    """tests/guest/durable_io.c, static, for the guest.  Built in a folder
+    of this test's own: test_durability (another pytest worker) may be
+    rebuilding tests/guest/durable_io while a guest of ours is packed."""
+    out = tmp_path_factory.mktemp("writer") / "durable_io"
+    p = subprocess.run(["gcc", "-static", "-O2", "-Wall", "-Wextra", "-Werror", "-pthread",
+                        "-o", str(out), str(GUEST_IO) + ".c"], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
-    return [(GUEST_IO, "/usr/bin/durable_io")]
+    return [(out, "/usr/bin/durable_io")]
 
 
 DETACH_LIB = r"""
