@@ -27,8 +27,8 @@ SHELL     := /bin/bash
 PY        := /usr/bin/python3
 PYTEST    := $(PY) -m pytest
 
-.PHONY: all deps kernel module userspace image vm test test-long demo bench bench-check clean \
-	check-series
+.PHONY: all deps kernel module userspace install uninstall image vm test test-long demo \
+	bench bench-check clean check-series
 
 all: kernel module userspace image
 
@@ -45,6 +45,11 @@ module: kernel
 
 userspace: deps
 	@$(MAKE) -s -C userspace
+
+# pmemcachectl and its man page: PREFIX (default /usr/local), DESTDIR.
+# Needs only the build dependencies of userspace/ (no make deps).
+install uninstall:
+	@$(MAKE) -s -C userspace $@
 
 image: deps
 	@qemu/mkimage.sh $(IMAGE)

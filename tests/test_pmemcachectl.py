@@ -125,8 +125,11 @@ def test_binary_needs_only_libdevmapper_json_c_libc(tool):
     assert "not found" not in libs
 
 
-@pytest.mark.parametrize("cmd", ["create", "status", "list", "flush", "remove",
-                                 "check", "drain"])
+COMMANDS = ["create", "status", "list", "flush", "remove", "detach", "set",
+            "check", "drain"]
+
+
+@pytest.mark.parametrize("cmd", COMMANDS)
 def test_every_command_has_help(tool, cmd):
     p = run(cmd, "--help")
     assert p.returncode == OK and p.stderr == ""
@@ -170,6 +173,21 @@ def test_no_command_and_unknown_command_are_usage_errors(tool):
     (["drain", "-x", "a", "b"], ["bad option"]),
     (["create", "pc", "-c", "/y", "--origin"], ["option '--origin' needs a value"]),
     (["check", "img", "-o"], ["option '-o' needs a value"]),
+    (["detach"], ["need exactly one NAME"]),
+    (["detach", "a", "b"], ["need exactly one NAME"]),
+    (["detach", "pc", "--timeout", "soon"], ["--timeout", "'soon'"]),
+    (["detach", "pc", "--timeout", "-1"], ["--timeout: '-1' is not a number of seconds"]),
+    (["detach", "pc", "--now"], ["bad option '--now'"]),
+    (["set", "pc", "high_watermark"], ["need NAME KEY VALUE"]),
+    (["set", "pc", "high_watermark", "1", "2"], ["need NAME KEY VALUE"]),
+    (["set", "pc", "hi_watermark", "50"], ["unknown key 'hi_watermark'"]),
+    (["set", "pc", "flush", "1"], ["unknown key 'flush'"]),
+    (["set", "pc", "full_wait", "10ms"], ["full_wait: '10ms' is not a number"]),
+    (["set", "pc", "seq_bypass", "4294967296"], ["seq_bypass: '4294967296' is not a number"]),
+    (["set", "pc", "cleaner", "maybe"], ["cleaner: 'maybe' is not on or off"]),
+    (["set", "pc", "max_age", "1000"], ["max_age cannot change while the cache runs",
+                                         "create --max-age"]),
+    (["set", "pc", "writeback", "pfn"], ["writeback cannot change while the cache runs"]),
 ])
 def test_bad_arguments_give_one_line_and_exit_1(tool, args, words):
     p = run(*args)
@@ -191,6 +209,8 @@ def test_bad_devices_give_one_line_and_exit_2(tool, tmp_path):
         (["status", "nosuchcache"], []),
         (["flush", "nosuchcache"], []),
         (["remove", "nosuchcache"], []),
+        (["detach", "nosuchcache"], []),
+        (["set", "nosuchcache", "high-watermark", "60"], []),
     ]
     for args, words in cases:
         p = run(*args)
@@ -594,7 +614,10 @@ def test_check_and_drain_run_clean_under_valgrind(images):
                      (("drain", pmem, "/nonexistent"), DEVICE),
                      (("status", "pc", "--json", "--status-line", STATUS,
                        "--table-line", TABLE), OK),
-                     (("create", "pc", "-o", "/x", "-c", "/y", "--block-size", "7"), USAGE)]:
+                     (("create", "pc", "-o", "/x", "-c", "/y", "--block-size", "7"), USAGE),
+                     (("set", "pc", "max_age", "5"), USAGE),
+                     (("set", "pc", "cleaner", "maybe"), USAGE),
+                     (("detach", "pc", "--timeout", "x"), USAGE)]:
         p = run(*args, valgrind=True)
         assert p.returncode == rc, (args, p.returncode, p.stderr)
 
@@ -606,12 +629,51 @@ def test_man_page_renders_and_documents_every_command_and_exit_code(tool):
                        capture_output=True, text=True)
     assert p.returncode == 0 and p.stderr == "", p.stderr
     text = page.read_text()
-    for cmd in ["create", "status", "list", "flush", "remove", "check", "drain"]:
+    for cmd in COMMANDS:
         assert re.search(r"^\.SS %s\b" % cmd, text, re.M), cmd
+        assert re.search(r"^\.B pmemcachectl %s$" % cmd, text, re.M), cmd
     for code in range(9):
         assert re.search(r"^\.B %d$" % code, text, re.M), code
     for key in STATUS_KEYS:
         assert key.replace("_", "\\_") in text or key in text, key
+
+
+def test_set_help_lists_every_key_of_the_tool_and_the_man_page(tool):
+    p = run("set", "--help")
+    keys = re.findall(r"^  ([a-z_]+) ", p.stdout, re.M)
+    # the live tunables of target.c's pmc_tunables[] and its cleaner message
+    target = (REPO / "dm-pmemcache/target.c").read_text()
+    live = re.findall(r'PMC_TUNABLE\("(\w+)",[^;]*?(true|false)\)', target, re.S)
+    assert len(live) == 7 and {k for k, l in live} | {"cleaner"} <= set(keys), keys
+    for k, l in live:       # the tunables no message changes: refused by the tool
+        line = re.search(r"^  %s .*$" % k, p.stdout, re.M).group(0)
+        assert ("set by the table only" in line) == (l == "false"), line
+    page = (REPO / "docs/pmemcachectl.8").read_text()
+    for k in keys:
+        assert k.replace("_", "\\_") in page, k
+
+
+@pytest.mark.parametrize("top,prefix", [(True, None), (False, "/usr")])
+def test_make_install_honours_prefix_and_destdir(tool, tmp_path, top, prefix):
+    dest = tmp_path / "root"
+    cmd = ["make", "-C", str(REPO if top else US), "install", "DESTDIR=%s" % dest]
+    if prefix:
+        cmd.append("PREFIX=%s" % prefix)
+    p = build(cmd)
+    assert p.returncode == 0, p.stdout + p.stderr
+    base = dest / (prefix or "/usr/local").lstrip("/")
+    sbin, man = base / "sbin/pmemcachectl", base / "share/man/man8/pmemcachectl.8"
+    files = sorted(str(f.relative_to(dest)) for f in dest.rglob("*") if f.is_file())
+    assert files == sorted(str(f.relative_to(dest)) for f in (sbin, man)), files
+    assert sbin.stat().st_mode & 0o777 == 0o755
+    assert man.stat().st_mode & 0o777 == 0o644
+    assert sbin.read_bytes() == TOOL.read_bytes()
+    assert man.read_bytes() == (REPO / "docs/pmemcachectl.8").read_bytes()
+    v = subprocess.run([str(sbin), "--version"], capture_output=True, text=True)
+    assert v.returncode == 0 and v.stdout.startswith("pmemcachectl ")
+    p = build(cmd[:3] + ["uninstall"] + cmd[4:])
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert not sbin.exists() and not man.exists()
 
 
 # ------------------------------------------------------------------ VM --
@@ -830,3 +892,327 @@ def test_vm_media_errors_in_a_read_window_cost_only_their_records(vm, guest, bas
     assert res.value("NEW") == res.value("OLD")
     assert new["verdict"] == "damaged" and new["records"]["unreadable"] == 256
     assert new["records"]["dirty"] == 64
+
+
+# ------------------------------------------------------ detach and set --
+GUEST_IO = REPO / "tests/guest/durable_io"      # .c
+
+
+@pytest.fixture(scope="module")
+def writer_tool(guest, tmp_path_factory):
+    """tests/guest/durable_io.c, static, for the guest.  Built in a folder
+    of this test's own: test_durability (another pytest worker) may be
+    rebuilding tests/guest/durable_io while a guest of ours is packed."""
+    out = tmp_path_factory.mktemp("writer") / "durable_io"
+    p = subprocess.run(["gcc", "-static", "-O2", "-Wall", "-Wextra", "-Werror", "-pthread",
+                        "-o", str(out), str(GUEST_IO) + ".c"], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    return [(out, "/usr/bin/durable_io")]
+
+
+DETACH_LIB = r"""
+# dm status fields: dirty $5, wb_errors $20, mode $25, health $36
+st() { dmsetup status pc | awk -v f=$1 '{print $f}'; }
+acks() { grep -c '^ACK' $1 || true; }
+wait_acks() {
+	n=0
+	while [ "$(acks $1)" -lt $2 ]; do
+		grep -q FAIL $1 && { cat $1 | grep FAIL; die "writer failed"; }
+		n=$((n + 1))
+		[ $n -lt 600 ] || die "writer too slow"
+		sleep 1
+	done
+}
+# state TAG: the device's table, mode, state and tables after a restore
+state() {
+	echo "$1_TABLE=$(dmsetup table pc)"
+	echo "$1_MODE=$(st 25)"
+	echo "$1_DIRTY=$(st 5)"
+	echo "$1_HEALTH=$(st 36)"
+	echo "$1_STATE=$(dmsetup info pc | awk '/^State:/ {print $2}')"
+	echo "$1_TABLES=$(dmsetup info pc | sed -n 's/^Tables present: *//p')"
+	echo "$1_OPEN=$(dmsetup info -c --noheadings -o open pc)"
+}
+"""
+
+# Expected content of every sector the two writers wrote (durable_io check
+# format): /tmp/w1, random writes of two threads, is replayed per sector
+# (last acknowledged write; a write that was in flight at the kill may or
+# may not be there); /tmp/w2, one sequential writer that never wraps, is
+# one line per write.
+EXPECT = r"""
+awk '
+FNR == 1 { f++ }
+$1 == "ACK" { ack[$2] = 1; next }
+$1 == "W" && NF == 4 { n++; id[n] = $2; st[n] = $3; ct[n] = $4; fl[n] = f }
+END {
+	lo = -1; hi = -1; last = -1
+	for (i = 1; i <= n; i++) {
+		if (fl[i] == 2) {
+			if (st[i] + 0 <= last) { print "WRAPPED"; exit 1 }
+			last = st[i] + 0
+			print st[i], ct[i], (id[i] in ack) ? id[i] : id[i] ",0"
+			continue
+		}
+		for (k = st[i] + 0; k < st[i] + ct[i]; k++) {
+			prev = (k in cur) ? cur[k] : 0
+			if (id[i] in ack) { cur[k] = id[i]; delete alt[k] }
+			else { alt[k] = prev; cur[k] = id[i] }
+			if (lo < 0 || k < lo) lo = k
+			if (k > hi) hi = k
+		}
+	}
+	pv = ""; pn = 0; ps = 0
+	for (k = lo; lo >= 0 && k <= hi + 1; k++) {
+		v = ""
+		if (k in cur) v = cur[k] ((k in alt) ? "," alt[k] : "")
+		if (v == pv && v != "") { pn++; continue }
+		if (pv != "") print ps, pn, pv
+		ps = k; pn = 1; pv = v
+	}
+}' /tmp/w1 /tmp/w2 > /tmp/expect || die "expect: $(tail -1 /tmp/expect)"
+echo "EXPECT_LINES=$(wc -l < /tmp/expect)"
+"""
+
+DETACH_BUSY = DETACH_LIB + r"""
+pmc_init
+md_make md0 raid5 4 a
+# Watermarks 100: nothing is written back before the detach.
+pmemcachectl create pc --origin /dev/md0 --cache /dev/pmem0 \
+	--high-watermark 100 --low-watermark 100 || die create
+# Random writes of 512 B to 64 KiB (partial blocks too), left dirty.
+durable_io write /dev/mapper/pc 0 16384 2 1 %(seed)d > /tmp/w1 &
+p1=$!
+wait_acks /tmp/w1 300
+kill -9 $p1
+wait $p1 || true
+# The writer that runs across the detach: sequential, O_DIRECT, some
+# writes O_DSYNC or followed by fdatasync; it dies at its first error.
+durable_io write /dev/mapper/pc 65536 2097152 1 100000000 %(seed)d seq > /tmp/w2 &
+wp=$!
+wait_acks /tmp/w2 150
+echo "DIRTY_BEFORE=$(st 5)"
+echo "OPEN_BEFORE=$(dmsetup info -c --noheadings -o open pc)"
+set +e
+pmemcachectl detach pc --timeout 600 > /tmp/d.out 2> /tmp/d.err
+echo "DETACH_RC=$?"
+set -e
+kill -0 $wp && echo WRITER_ALIVE=1
+echo "ACKS_AT_DETACH=$(acks /tmp/w2)"
+sed 's/^/DERR: /' /tmp/d.err
+sed 's/^/DOUT: /' /tmp/d.out
+echo "TABLE1=$(dmsetup table pc)"
+echo "OPEN_AFTER=$(dmsetup info -c --noheadings -o open pc)"
+echo "MD_DEV=$(cat /sys/block/md0/dev)"
+sleep 3
+kill -0 $wp && echo WRITER_ALIVE2=1
+echo "ACKS_LATER=$(acks /tmp/w2)"
+kill -9 $wp
+wait $wp || true
+echo "WRITER_FAILS=$(cat /tmp/w1 /tmp/w2 | grep -c FAIL || true)"
+""" + EXPECT + r"""
+set +e
+durable_io check /dev/mapper/pc /tmp/expect > /tmp/c1; echo "DEV_RC=$?"
+durable_io check /dev/md0 /tmp/expect > /tmp/c2; echo "MD_RC=$?"
+set -e
+for c in DEV:c1 MD:c2; do
+	grep '^CHECK' /tmp/${c#*:} | sed "s/^/${c%%:*}_/"
+	grep '^BAD' /tmp/${c#*:} | head -5 | sed "s/^/${c%%:*}_/"
+done
+set +e
+pmemcachectl check --json /dev/pmem0 > /tmp/pc.json; echo "PMEM_RC=$?"
+set -e
+echo "PMEM=$(tr -d '\n' < /tmp/pc.json)"
+echo DONE=1
+"""
+
+
+def test_vm_detach_while_a_writer_keeps_the_device_busy(vm, guest, writer_tool):
+    res = vm.run(guest.PRELUDE + DETACH_BUSY % dict(seed=random.randrange(1, 1 << 30)),
+                 files=writer_tool, timeout=1500)
+    assert res.value("DONE") == "1"
+    assert int(res.value("DIRTY_BEFORE")) > 0
+    assert int(res.value("OPEN_BEFORE")) >= 1
+    errors = re.findall(r"^DERR: pmemcachectl: .*$", res.output, re.M)
+    assert not errors, errors
+    assert res.value("DETACH_RC") == "0", res.tail()
+    m = re.search(r"^DERR: pc: detach: cleaner mode, (\d+) dirty blocks to write back$",
+                  res.output, re.M)
+    assert m and int(m.group(1)) > 0, res.tail()
+    # the device stayed open and the writer went on, on the origin now
+    assert res.value("WRITER_ALIVE") == "1" and res.value("WRITER_ALIVE2") == "1"
+    assert res.value("WRITER_FAILS") == "0"
+    assert int(res.value("ACKS_LATER")) > int(res.value("ACKS_AT_DETACH"))
+    assert int(res.value("OPEN_AFTER")) >= 1
+    size = res.value("TABLE1").split()[1]
+    assert res.value("TABLE1") == "0 %s linear %s 0" % (size, res.value("MD_DEV"))
+    assert "pc: detached: linear on /dev/md0" in res.output
+    # every acknowledged write, through the device and on md itself
+    assert int(res.value("EXPECT_LINES")) > 100
+    for who in ("DEV", "MD"):
+        assert res.value(who + "_RC") == "0", res.tail()
+        m = re.search(r"^%s_CHECK sectors=(\d+) ok=(\d+) bad=(\d+)$" % who, res.output, re.M)
+        assert m and int(m.group(1)) > 0 and m.group(1) == m.group(2) and m.group(3) == "0"
+    # and the cache left behind holds nothing dirty
+    assert res.value("PMEM_RC") == str(OK)
+    assert json.loads(res.value("PMEM"))["records"]["dirty"] == 0
+
+
+STAGES = ["cleaner", "load", "swap", "linear", "suspend", "check", "resume"]
+
+DETACH_RESTORE = DETACH_LIB + r"""
+pmc_init
+md_make md0 raid5 4 a
+N=$(blockdev --getsz /dev/md0)
+dm_create orig "0 $N linear /dev/md0 0"
+pmemcachectl create pc --origin /dev/mapper/orig --cache /dev/pmem0 \
+	--high-watermark 100 --low-watermark 100 || die create
+pmemcachectl set pc full_wait 250 > /dev/null || die "set full_wait"
+exec 3< /dev/mapper/pc
+fio_job data /dev/mapper/pc --rw=write --bs=64k --size=64m --offset=0
+state T0
+origin() {
+	dmsetup load orig --table "0 $N $1" || die "load orig $1"
+	dmsetup suspend orig || die "suspend orig"
+	dmsetup resume --noudevsync orig || die "resume orig"
+}
+set +e
+# a slow origin: every write takes 2 s
+origin "delay /dev/md0 0 0 /dev/md0 0 2000"
+pmemcachectl detach pc --timeout 3 > /dev/null 2> /tmp/e; echo "TIMEOUT_RC=$?"
+echo "TIMEOUT_ERR=$(tail -1 /tmp/e)"
+state TIMEOUT
+pmemcachectl detach pc > /dev/null 2> /tmp/e &
+p=$!
+sleep 3
+kill -INT $p
+wait $p; echo "INT_RC=$?"
+echo "INT_ERR=$(tail -1 /tmp/e)"
+state INT
+# a failing origin
+origin "error"
+pmemcachectl detach pc --timeout 300 > /dev/null 2> /tmp/e; echo "EIO_RC=$?"
+echo "EIO_ERR=$(tail -1 /tmp/e)"
+state EIO
+origin "linear /dev/md0 0"
+for s in %(stages)s; do
+	PMEMCACHECTL_DETACH_FAIL=$s pmemcachectl detach pc > /dev/null 2> /tmp/e
+	echo "INJ_${s}_RC=$?"
+	echo "INJ_${s}_ERR=$(tail -1 /tmp/e)"
+	state INJ_$s
+	# something dirty again for the next stage
+	dd if=/dev/urandom of=/dev/mapper/pc bs=4k count=16 seek=$((40000 + ${#s} * 16)) \
+		oflag=direct 2> /dev/null
+done
+set -e
+fio_check data /dev/mapper/pc --rw=write --bs=64k --size=64m --offset=0
+pmemcachectl detach pc > /dev/null || die detach
+echo "FINAL_TABLE=$(dmsetup table pc)"
+echo "ORIG_DEV=$(dmsetup info -c --noheadings -o major,minor --separator : orig)"
+fio_check data /dev/mapper/pc --rw=write --bs=64k --size=64m --offset=0
+fio_check data /dev/md0 --rw=write --bs=64k --size=64m --offset=0
+echo DONE=1
+"""
+
+
+def test_vm_detach_failures_restore_the_cache(vm, guest):
+    res = vm.run(guest.PRELUDE + DETACH_RESTORE % dict(stages=" ".join(STAGES)),
+                 timeout=1500)
+    assert res.value("DONE") == "1"
+    t0 = res.value("T0_TABLE")
+    assert "pmemcache" in t0 and "full_wait 250" in t0 and "high_watermark 100" in t0
+    assert res.value("T0_MODE") == "-" and int(res.value("T0_DIRTY")) == 16384
+
+    def restored(tag, rc, *words):
+        assert res.value(tag + "_RC") == str(rc), (tag, res.tail())
+        line = res.value(tag + "_ERR")
+        assert line.startswith("pmemcachectl: detach: pc: detach failed: "), line
+        assert line.endswith("the cache stays attached, table and settings restored"), line
+        for w in words:
+            assert w in line, (tag, w, line)
+        assert res.value(tag + "_TABLE") == t0, tag
+        assert res.value(tag + "_MODE") == "-", tag
+        assert res.value(tag + "_STATE") == "ACTIVE", tag
+        assert res.value(tag + "_TABLES") == "LIVE", tag
+        assert int(res.value(tag + "_OPEN")) >= 1, tag
+
+    restored("TIMEOUT", DIRTY, "still dirty after --timeout 3 s")
+    assert int(res.value("TIMEOUT_DIRTY")) > 0
+    restored("INT", 130, "interrupted")
+    assert int(res.value("INT_DIRTY")) > 0
+    restored("EIO", IO, "an origin write failed")
+    assert "origin_failing" in res.value("EIO_HEALTH")
+    assert int(res.value("EIO_DIRTY")) > 0
+    for s in STAGES:
+        restored("INJ_" + s, IO if s == "check" else DM, "injected failure at " + s)
+    # after all that, the data; then a detach that works, over a dm origin
+    assert res.values("VERIFY_OK") == ["data", "data", "data"]
+    size = res.value("FINAL_TABLE").split()[1]
+    assert res.value("FINAL_TABLE") == "0 %s linear %s 0" % (size, res.value("ORIG_DEV"))
+
+
+SET = DETACH_LIB + r"""
+pmc_init
+md_make md0 raid5 4 a
+pmemcachectl create pc --origin /dev/md0 --cache /dev/pmem0 || die create
+echo "S0=$(dmsetup status pc)"
+for kv in "high_watermark 60" "low-watermark 40" "writeback_jobs 8" "full_wait 250" \
+	  "seq_bypass 64" "stripe_blocks 16" "cleaner on"; do
+	pmemcachectl set pc $kv > /tmp/o || die "set $kv"
+	echo "OUT=$(cat /tmp/o)"
+done
+echo "S1=$(dmsetup status pc)"
+echo "T1=$(dmsetup table pc)"
+dmsetup suspend pc
+dmsetup resume --noudevsync pc
+echo "S2=$(dmsetup status pc)"
+pmemcachectl set pc cleaner off > /dev/null || die "cleaner off"
+echo "S3=$(dmsetup status pc)"
+set +e
+for kv in "high_watermark 101" "low_watermark 70" "writeback_jobs 0" "max_age 5" \
+	  "bogus 1" "full_wait x"; do
+	pmemcachectl set pc $kv 2> /tmp/e
+	echo "BAD_RC=$?|$(cat /tmp/e)"
+done
+pmemcachectl set nosuch full_wait 5 2> /tmp/e; echo "NOSUCH_RC=$?"
+dmsetup create --noudevsync lin --table "0 8 linear /dev/vdf 0"
+pmemcachectl set lin full_wait 5 2> /tmp/e; echo "LIN_RC=$?|$(cat /tmp/e)"
+set -e
+echo "T2=$(dmsetup table pc)"
+echo DONE=1
+"""
+
+
+def test_vm_set_changes_the_running_cache(vm, guest):
+    res = vm.run(guest.PRELUDE + SET, timeout=900)
+    assert res.value("DONE") == "1"
+    s0, s1, s2, s3 = (res.value(k).split()[3:] for k in ("S0", "S1", "S2", "S3"))
+    blocks = int(s0[0])
+    # status: 22 mode, 24 wb_target (low_watermark of the blocks), 25 stripe_blocks
+    assert s0[21] == "-" and int(s0[23]) == blocks * 45 // 100
+    assert s1[21] == "cleaner" and int(s1[23]) == blocks * 40 // 100
+    assert s1[24] == s0[24]                 # stripe_blocks: from the next resume
+    assert s2[24] == "16" and s2[21] == "cleaner"
+    assert s3[21] == "-"
+    assert res.values("OUT") == ["pc: high_watermark 60", "pc: low_watermark 40",
+                                 "pc: writeback_jobs 8", "pc: full_wait 250",
+                                 "pc: seq_bypass 64",
+                                 "pc: stripe_blocks 16 (from the next resume)",
+                                 "pc: cleaner on"]
+    feats = res.value("T1").split(None, 6)[6]
+    assert feats == ("13 high_watermark 60 low_watermark 40 writeback_jobs 8 "
+                     "stripe_blocks 16 full_wait 250 seq_bypass 64 cleaner"), feats
+    bad = [l.split("|", 1) for l in res.values("BAD_RC")]
+    assert bad[0] == [str(DM), "pmemcachectl: set: pc: the target refused 'high_watermark 101': "
+                      "message high_watermark: Invalid high_watermark (0-100)"]
+    assert bad[1] == [str(DM), "pmemcachectl: set: pc: the target refused 'low_watermark 70': "
+                      "message low_watermark: low_watermark would be above high_watermark"]
+    assert bad[2][0] == str(DM) and "Invalid writeback_jobs (1-65536)" in bad[2][1]
+    assert bad[3][0] == str(USAGE) and "max_age cannot change" in bad[3][1]
+    assert bad[4][0] == str(USAGE) and "unknown key 'bogus'" in bad[4][1]
+    assert bad[5][0] == str(USAGE) and "'x' is not a number" in bad[5][1]
+    assert res.value("NOSUCH_RC") == str(DEVICE)
+    assert res.value("LIN_RC").startswith(str(DEVICE) + "|")
+    assert "not a pmemcache device" in res.value("LIN_RC")
+    # the refusals changed nothing
+    assert res.value("T2") == res.value("T1").replace(" 13 ", " 12 ").replace(" cleaner", "")

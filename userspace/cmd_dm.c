@@ -73,7 +73,7 @@ static void dm_log(int level, const char *file, int line, int dm_errno,
 static bool dm_ready;
 
 /* 0, or an exit code after one error line. */
-static int dm_setup(void)
+int pmctl_dm_setup(void)
 {
 	int fd;
 
@@ -99,7 +99,7 @@ static int dm_setup(void)
 	return 0;
 }
 
-static struct dm_task *task(int type, const char *name)
+struct dm_task *pmctl_dm_task(int type, const char *name)
 {
 	struct dm_task *dmt = dm_task_create(type);
 
@@ -112,7 +112,24 @@ static struct dm_task *task(int type, const char *name)
 	return dmt;
 }
 
-static const char *dm_why(void)
+/* dm_task_run() with the last error reset, so that pmctl_dm_why() is its. */
+bool pmctl_dm_run(struct dm_task *dmt)
+{
+	dm_lasterr = 0;
+	dm_lastmsg[0] = 0;
+	if (dm_task_run(dmt))
+		return true;
+	if (!dm_lasterr)
+		dm_lasterr = dm_task_get_errno(dmt);
+	return false;
+}
+
+int pmctl_dm_errno(void)
+{
+	return dm_lasterr;
+}
+
+const char *pmctl_dm_why(void)
 {
 	if (dm_lasterr)
 		return strerror(dm_lasterr);
@@ -120,9 +137,9 @@ static const char *dm_why(void)
 }
 
 /* 1: exists (info filled), 0: no such device, <0: error. */
-static int dm_info(const char *name, struct dm_info *info)
+int pmctl_dm_info(const char *name, struct dm_info *info)
 {
-	struct dm_task *dmt = task(DM_DEVICE_INFO, name);
+	struct dm_task *dmt = pmctl_dm_task(DM_DEVICE_INFO, name);
 	int r = -1;
 
 	if (!dmt)
@@ -137,7 +154,7 @@ static int dm_info(const char *name, struct dm_info *info)
  * Status or table of a one-target pmemcache device.  Returns 0, or an exit
  * code after one error line.  @params is malloc'ed.
  */
-static int dm_get(int type, const char *name, uint64_t *len, char **params)
+int pmctl_dm_get(int type, const char *name, uint64_t *len, char **params)
 {
 	struct dm_task *dmt;
 	struct dm_info info;
@@ -146,19 +163,19 @@ static int dm_get(int type, const char *name, uint64_t *len, char **params)
 	void *next;
 	int r;
 
-	r = dm_info(name, &info);
+	r = pmctl_dm_info(name, &info);
 	if (r < 0) {
-		err("%s: cannot query device-mapper: %s", name, dm_why());
+		err("%s: cannot query device-mapper: %s", name, pmctl_dm_why());
 		return EXIT_DM;
 	}
 	if (!r) {
 		err("%s: no such device-mapper device", name);
 		return EXIT_DEVICE;
 	}
-	dmt = task(type, name);
+	dmt = pmctl_dm_task(type, name);
 	if (!dmt || !dm_task_run(dmt)) {
 		err("%s: cannot read the %s: %s", name,
-		    type == DM_DEVICE_STATUS ? "status" : "table", dm_why());
+		    type == DM_DEVICE_STATUS ? "status" : "table", pmctl_dm_why());
 		if (dmt)
 			dm_task_destroy(dmt);
 		return EXIT_DM;
@@ -176,9 +193,9 @@ static int dm_get(int type, const char *name, uint64_t *len, char **params)
 	return 0;
 }
 
-static int dm_message(const char *name, const char *msg)
+int pmctl_dm_message(const char *name, const char *msg)
 {
-	struct dm_task *dmt = task(DM_DEVICE_TARGET_MSG, name);
+	struct dm_task *dmt = pmctl_dm_task(DM_DEVICE_TARGET_MSG, name);
 	int ok;
 
 	if (!dmt)
@@ -194,7 +211,7 @@ static int dm_message(const char *name, const char *msg)
 
 static bool target_registered(void)
 {
-	struct dm_task *dmt = task(DM_DEVICE_LIST_VERSIONS, NULL);
+	struct dm_task *dmt = pmctl_dm_task(DM_DEVICE_LIST_VERSIONS, NULL);
 	struct dm_versions *v, *last;
 	bool found = false;
 
@@ -215,7 +232,7 @@ static bool target_registered(void)
 }
 
 /* "/dev/md0" for "9:0", or NULL. */
-static char *devpath_of(const char *majmin)
+char *pmctl_devpath(const char *majmin)
 {
 	char p[128], line[256], *r = NULL;
 	FILE *f;
@@ -240,7 +257,7 @@ static char *devpath_of(const char *majmin)
 /* ------------------------------------------------------------------ */
 /* Kernel log: the one-line reason of a refused table                  */
 
-static int kmsg_open(void)
+int pmctl_kmsg_open(void)
 {
 	int fd = open("/dev/kmsg", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 
@@ -250,11 +267,11 @@ static int kmsg_open(void)
 }
 
 /*
- * The reason dm logged for a refused table since kmsg_open(): the last
+ * The reason dm logged for a refused table since pmctl_kmsg_open(): the last
  * "...: pmemcache: <reason>" line (the target's ti->error), else the last
  * device-mapper table/ioctl line.
  */
-static bool kmsg_reason(int fd, char *out, size_t len)
+bool pmctl_kmsg_reason(int fd, char *out, size_t len)
 {
 	char rec[2048], other[512] = "";
 	bool found = false;
@@ -482,16 +499,16 @@ int cmd_create(int argc, char **argv)
 	if (r)
 		return r;
 
-	r = dm_setup();
+	r = pmctl_dm_setup();
 	if (r)
 		return r;
-	r = dm_info(o.name, &info);
+	r = pmctl_dm_info(o.name, &info);
 	if (r > 0) {
 		err("%s: name already in use by a device-mapper device", o.name);
 		return EXIT_DEVICE;
 	}
 	if (r < 0) {
-		err("cannot query device-mapper: %s", dm_why());
+		err("cannot query device-mapper: %s", pmctl_dm_why());
 		return EXIT_DM;
 	}
 	/* The metadata first: what it says matters even without the module. */
@@ -507,8 +524,8 @@ int cmd_create(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 
-	kfd = kmsg_open();
-	dmt = task(DM_DEVICE_CREATE, o.name);
+	kfd = pmctl_kmsg_open();
+	dmt = pmctl_dm_task(DM_DEVICE_CREATE, o.name);
 	if (!dmt || !dm_task_add_target(dmt, 0, dev.origin_sectors, TARGET, table) ||
 	    !dm_task_set_add_node(dmt, DM_ADD_NODE_ON_CREATE)) {
 		err("cannot build the create request");
@@ -520,10 +537,10 @@ int cmd_create(int argc, char **argv)
 	}
 	dm_lasterr = 0;
 	if (!dm_task_run(dmt)) {
-		if (kmsg_reason(kfd, reason, sizeof(reason)))
+		if (pmctl_kmsg_reason(kfd, reason, sizeof(reason)))
 			err("%s: the kernel refused the table: %s", o.name, reason);
 		else
-			err("%s: the kernel refused the table: %s", o.name, dm_why());
+			err("%s: the kernel refused the table: %s", o.name, pmctl_dm_why());
 		dm_task_destroy(dmt);
 		dm_task_update_nodes();
 		return dm_lasterr == EBUSY ? EXIT_DEVICE : EXIT_DM;
@@ -543,13 +560,7 @@ int cmd_create(int argc, char **argv)
 /* ------------------------------------------------------------------ */
 /* status / list                                                       */
 
-struct sample {
-	uint64_t len;
-	struct pmc_status st;
-	struct timespec t;
-};
-
-static double now_s(void)
+double pmctl_now_s(void)
 {
 	struct timespec t;
 
@@ -558,10 +569,10 @@ static double now_s(void)
 }
 
 /* One status sample; 0 or an exit code after one error line. */
-static int sample(const char *name, struct sample *s)
+int pmctl_sample(const char *name, struct pmctl_sample *s)
 {
 	char *params;
-	int r = dm_get(DM_DEVICE_STATUS, name, &s->len, &params);
+	int r = pmctl_dm_get(DM_DEVICE_STATUS, name, &s->len, &params);
 
 	if (r)
 		return r;
@@ -575,14 +586,14 @@ static int sample(const char *name, struct sample *s)
 	return 0;
 }
 
-static void sleep_ms(unsigned int ms)
+void pmctl_sleep_ms(unsigned int ms)
 {
 	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
 
 	nanosleep(&ts, NULL);
 }
 
-static double rate_of(const struct sample *a, const struct sample *b, uint32_t bs)
+static double rate_of(const struct pmctl_sample *a, const struct pmctl_sample *b, uint32_t bs)
 {
 	double dt = (b->t.tv_sec - a->t.tv_sec) + (b->t.tv_nsec - a->t.tv_nsec) / 1e9;
 	uint64_t x = pmc_status_wb_bytes(&a->st), y = pmc_status_wb_bytes(&b->st);
@@ -596,7 +607,7 @@ static double rate_of(const struct sample *a, const struct sample *b, uint32_t b
 		(double)(a->st.dirty - b->st.dirty) * bs / dt : 0;
 }
 
-static void human_bytes(double b, char *out, size_t len)
+void pmctl_human_bytes(double b, char *out, size_t len)
 {
 	static const char *const u[] = { "B", "KiB", "MiB", "GiB", "TiB" };
 	int i = 0;
@@ -608,11 +619,11 @@ static void human_bytes(double b, char *out, size_t len)
 	snprintf(out, len, "%.1f %s", b, u[i]);
 }
 
-static void status_human(const char *name, const struct sample *s,
+static void status_human(const char *name, const struct pmctl_sample *s,
 			 const struct pmc_table *t, double rate)
 {
 	const struct pmc_status *st = &s->st;
-	char *op = devpath_of(t->origin), *cp = devpath_of(t->cache), rb[32];
+	char *op = pmctl_devpath(t->origin), *cp = pmctl_devpath(t->cache), rb[32];
 
 	printf("%s: pmemcache, %s\n", name, st->cleaner ? "cleaner mode" : "normal mode");
 	printf("  %-18s %s\n", "health", st->health);
@@ -634,12 +645,12 @@ static void status_human(const char *name, const struct sample *s,
 	       (unsigned long long)st->write_around);
 	printf("  %-18s %llu discards, %llu flushes\n", "other",
 	       (unsigned long long)st->discards, (unsigned long long)st->flushes);
-	human_bytes((double)pmc_status_wb_bytes(st), rb, sizeof(rb));
+	pmctl_human_bytes((double)pmc_status_wb_bytes(st), rb, sizeof(rb));
 	printf("  %-18s %llu blocks, %s (route %s)\n", "written back",
 	       (unsigned long long)(st->wb_pfn_blocks + st->wb_bounce_blocks), rb,
 	       st->route);
 	if (rate >= 0) {
-		human_bytes(rate, rb, sizeof(rb));
+		pmctl_human_bytes(rate, rb, sizeof(rb));
 		printf("  %-18s %s/s\n", "writeback rate", rb);
 	}
 	if (st->wb_rate)
@@ -664,7 +675,7 @@ static void status_human(const char *name, const struct sample *s,
 	printf("  %-18s %llu writeback, %llu media, %llu pfn refused\n", "errors",
 	       (unsigned long long)st->wb_errors, (unsigned long long)st->media_errors,
 	       (unsigned long long)st->wb_notsupp);
-	human_bytes(st->ram_bytes_per_block * st->blocks, rb, sizeof(rb));
+	pmctl_human_bytes(st->ram_bytes_per_block * st->blocks, rb, sizeof(rb));
 	printf("  %-18s %s (%.1f bytes per block)\n", "index RAM", rb,
 	       st->ram_bytes_per_block);
 	free(op);
@@ -677,11 +688,11 @@ static void print_json(json_object *j)
 						      JSON_C_TO_STRING_NOSLASHESCAPE));
 }
 
-static json_object *status_obj(const char *name, const struct sample *s,
+static json_object *status_obj(const char *name, const struct pmctl_sample *s,
 			       const struct pmc_table *t, double rate)
 {
-	char *op = t ? devpath_of(t->origin) : NULL;
-	char *cp = t ? devpath_of(t->cache) : NULL;
+	char *op = t ? pmctl_devpath(t->origin) : NULL;
+	char *cp = t ? pmctl_devpath(t->cache) : NULL;
 	json_object *j = pmc_status_json(name, s->len, &s->st, t, op, cp, rate);
 
 	free(op);
@@ -693,7 +704,7 @@ static json_object *status_obj(const char *name, const struct sample *s,
 static int status_from_lines(const char *name, const char *sline,
 			     const char *tline, bool json)
 {
-	struct sample s = { 0 };
+	struct pmctl_sample s = { 0 };
 	struct pmc_table t;
 	const char *params;
 	uint64_t start;
@@ -736,7 +747,7 @@ int cmd_status(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *sline = NULL, *tline = NULL, *name;
-	struct sample a, b;
+	struct pmctl_sample a, b;
 	struct pmc_table t;
 	uint32_t interval = 200;
 	bool json = false;
@@ -775,10 +786,10 @@ int cmd_status(int argc, char **argv)
 	if (sline)
 		return status_from_lines(name, sline, tline, json);
 
-	r = dm_setup();
+	r = pmctl_dm_setup();
 	if (r)
 		return r;
-	r = dm_get(DM_DEVICE_TABLE, name, &len, &params);
+	r = pmctl_dm_get(DM_DEVICE_TABLE, name, &len, &params);
 	if (r)
 		return r;
 	if (pmc_table_parse(params, &t)) {
@@ -787,12 +798,12 @@ int cmd_status(int argc, char **argv)
 		return EXIT_DM;
 	}
 	free(params);
-	r = sample(name, &a);
+	r = pmctl_sample(name, &a);
 	if (r)
 		return r;
 	if (interval) {
-		sleep_ms(interval);
-		r = sample(name, &b);
+		pmctl_sleep_ms(interval);
+		r = pmctl_sample(name, &b);
 		if (r)
 			return r;
 		rate = rate_of(&a, &b, t.block_size);
@@ -833,12 +844,12 @@ int cmd_list(int argc, char **argv)
 		err("takes no arguments (see pmemcachectl list --help)");
 		return EXIT_USAGE;
 	}
-	r = dm_setup();
+	r = pmctl_dm_setup();
 	if (r)
 		return r;
-	dmt = task(DM_DEVICE_LIST, NULL);
+	dmt = pmctl_dm_task(DM_DEVICE_LIST, NULL);
 	if (!dmt || !dm_task_run(dmt)) {
-		err("cannot list device-mapper devices: %s", dm_why());
+		err("cannot list device-mapper devices: %s", pmctl_dm_why());
 		if (dmt)
 			dm_task_destroy(dmt);
 		return EXIT_DM;
@@ -855,12 +866,12 @@ int cmd_list(int argc, char **argv)
 			uint64_t start, length;
 			char *ttype = NULL, *p = NULL;
 			struct pmc_table tb;
-			struct sample s;
+			struct pmctl_sample s;
 			bool ours;
 
 			n = (struct dm_names *)((char *)n + next);
 			next = n->next;
-			t = task(DM_DEVICE_TABLE, n->name);
+			t = pmctl_dm_task(DM_DEVICE_TABLE, n->name);
 			if (!t || !dm_task_run(t)) {
 				if (t)
 					dm_task_destroy(t);
@@ -870,13 +881,13 @@ int cmd_list(int argc, char **argv)
 			       ttype && !strcmp(ttype, TARGET) && p &&
 			       !pmc_table_parse(p, &tb);
 			dm_task_destroy(t);
-			if (!ours || sample(n->name, &s))
+			if (!ours || pmctl_sample(n->name, &s))
 				continue;
 			count++;
 			if (json) {
 				json_object_array_add(arr, status_obj(n->name, &s, &tb, -1));
 			} else {
-				char *op = devpath_of(tb.origin), *cp = devpath_of(tb.cache);
+				char *op = pmctl_devpath(tb.origin), *cp = pmctl_devpath(tb.cache);
 
 				printf("%-16s %10llu %10llu %6.1f%% %-8s %s -> %s\n", n->name,
 				       (unsigned long long)s.st.blocks,
@@ -909,12 +920,12 @@ static void on_sigint(int sig)
 	interrupted = 1;
 }
 
-static void progress(const char *name, const struct sample *s, uint64_t start_dirty,
+static void progress(const char *name, const struct pmctl_sample *s, uint64_t start_dirty,
 		     double rate, bool tty, bool final)
 {
 	char rb[32];
 
-	human_bytes(rate, rb, sizeof(rb));
+	pmctl_human_bytes(rate, rb, sizeof(rb));
 	if (tty) {
 		int width = 30, fill;
 		double done = start_dirty ?
@@ -946,7 +957,7 @@ static void progress(const char *name, const struct sample *s, uint64_t start_di
 static int do_flush(const char *name, bool quiet)
 {
 	struct sigaction sa, old;
-	struct sample first, prev, cur;
+	struct pmctl_sample first, prev, cur;
 	struct pmc_table t;
 	bool tty = isatty(STDOUT_FILENO);
 	double last_print = 0, rate = 0;
@@ -955,13 +966,13 @@ static int do_flush(const char *name, bool quiet)
 	pid_t pid;
 	int r, status, rc;
 
-	r = dm_get(DM_DEVICE_TABLE, name, &len, &params);
+	r = pmctl_dm_get(DM_DEVICE_TABLE, name, &len, &params);
 	if (r)
 		return r;
 	if (pmc_table_parse(params, &t))
 		t.block_size = PMC_MAX_BLOCK_SIZE;
 	free(params);
-	r = sample(name, &first);
+	r = pmctl_sample(name, &first);
 	if (r)
 		return r;
 	prev = first;
@@ -974,7 +985,7 @@ static int do_flush(const char *name, bool quiet)
 	}
 	if (!pid) {
 		signal(SIGINT, SIG_DFL);
-		r = dm_message(name, "flush");
+		r = pmctl_dm_message(name, "flush");
 		_exit(r == 0 ? 0 : r == -EBUSY ? 2 : r == -EINTR ? 3 : 1);
 	}
 	memset(&sa, 0, sizeof(sa));
@@ -996,20 +1007,20 @@ static int do_flush(const char *name, bool quiet)
 			sigaction(SIGINT, &old, NULL);
 			return EXIT_INTERRUPTED;
 		}
-		sleep_ms(250);
-		if (sample(name, &cur))
+		pmctl_sleep_ms(250);
+		if (pmctl_sample(name, &cur))
 			continue;
-		if (first.st.dirty && now_s() - last_print >= (tty ? 0.25 : 1.0)) {
+		if (first.st.dirty && pmctl_now_s() - last_print >= (tty ? 0.25 : 1.0)) {
 			rate = rate_of(&prev, &cur, t.block_size);
 			prev = cur;
 			if (!quiet)
 				progress(name, &cur, first.st.dirty, rate, tty, false);
-			last_print = now_s();
+			last_print = pmctl_now_s();
 		}
 	}
 	sigaction(SIGINT, &old, NULL);
 	rc = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
-	r = sample(name, &cur);
+	r = pmctl_sample(name, &cur);
 	if (r)
 		return r;
 	/* Final line: the average rate of the whole flush. */
@@ -1067,7 +1078,7 @@ int cmd_flush(int argc, char **argv)
 
 	if (r)
 		return r;
-	r = dm_setup();
+	r = pmctl_dm_setup();
 	if (r)
 		return r;
 	return do_flush(argv[optind], quiet);
@@ -1086,14 +1097,14 @@ int cmd_remove(int argc, char **argv)
 	if (r)
 		return r;
 	name = argv[optind];
-	r = dm_setup();
+	r = pmctl_dm_setup();
 	if (r)
 		return r;
-	r = dm_get(DM_DEVICE_TABLE, name, &len, &params);	/* exists, is ours */
+	r = pmctl_dm_get(DM_DEVICE_TABLE, name, &len, &params);	/* exists, is ours */
 	if (r)
 		return r;
 	free(params);
-	if (dm_info(name, &info) > 0 && info.open_count > 0) {
+	if (pmctl_dm_info(name, &info) > 0 && info.open_count > 0) {
 		err("%s: device is in use (open count %d)", name, info.open_count);
 		return EXIT_DEVICE;
 	}
@@ -1102,10 +1113,10 @@ int cmd_remove(int argc, char **argv)
 		if (r)
 			return r;	/* not removed: do_flush said why */
 	}
-	dmt = task(DM_DEVICE_REMOVE, name);
+	dmt = pmctl_dm_task(DM_DEVICE_REMOVE, name);
 	dm_lasterr = 0;
 	if (!dmt || !dm_task_run(dmt)) {
-		err("%s: cannot remove: %s", name, dm_why());
+		err("%s: cannot remove: %s", name, pmctl_dm_why());
 		if (dmt)
 			dm_task_destroy(dmt);
 		return dm_lasterr == EBUSY ? EXIT_DEVICE : EXIT_DM;

@@ -4,8 +4,9 @@
  *
  * Thin command layer in the style of ndctl: this file dispatches, the
  * commands live in cmd_dm.c (create, status, list, flush, remove; through
- * libdevmapper) and cmd_check.c (check, drain; through the module's own
- * metadata code, libpmc.c).
+ * libdevmapper), cmd_detach.c (detach, set; libdevmapper too) and
+ * cmd_check.c (check, drain; through the module's own metadata code,
+ * libpmc.c).
  */
 #include <stdio.h>
 #include <string.h>
@@ -56,6 +57,21 @@ static const struct command commands[] = {
 	  "  -k, --keep-dirty   do not flush: dirty blocks stay in pmem and come back\n"
 	  "                     on the next create with the same devices\n"
 	  "  -q, --quiet        no progress output\n" },
+	{ "detach", cmd_detach, "take the cache away from a device in use",
+	  "usage: pmemcachectl detach NAME [--timeout SEC] [--quiet]\n"
+	  "\n"
+	  "While NAME stays open and in use: cleaner mode until no block is dirty,\n"
+	  "then a suspend that writes back the rest and a linear table on the\n"
+	  "origin in place of the cache.  On failure, timeout or Ctrl-C the\n"
+	  "original table and settings are restored.\n"
+	  "  -t, --timeout SEC   give up (and restore) if the cache is not clean\n"
+	  "                      after SEC seconds (default 0: no limit)\n"
+	  "  -q, --quiet         no progress lines on stderr\n" },
+	{ "set", cmd_set, "change a setting of a running cache device",
+	  "usage: pmemcachectl set NAME KEY VALUE\n"
+	  "\n"
+	  "Send the target the message that sets KEY (the target checks VALUE).\n"
+	  "Keys ('-' may stand for '_'):\n" },
 	{ "check", cmd_check, "validate cache metadata offline",
 	  "usage: pmemcachectl check PMEMDEV [--origin DEV] [--json]\n"
 	  "\n"
@@ -90,9 +106,16 @@ static const struct command *find(const char *name)
 void usage_cmd(const char *cmd, bool to_stderr)
 {
 	const struct command *c = find(cmd);
+	FILE *f = to_stderr ? stderr : stdout;
+	size_t i;
 
-	if (c)
-		fputs(c->usage, to_stderr ? stderr : stdout);
+	if (!c)
+		return;
+	fputs(c->usage, f);
+	if (c->fn != cmd_set)
+		return;
+	for (i = 0; i < pmctl_nr_keys; i++)
+		fprintf(f, "  %-17s %s\n", pmctl_keys[i].name, pmctl_keys[i].what);
 }
 
 static void usage(FILE *f)

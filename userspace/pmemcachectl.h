@@ -10,7 +10,11 @@
 #define PMEMCACHECTL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <time.h>
+
+#include "status.h"
 
 #define PMCTL_VERSION	"1.0"
 
@@ -26,7 +30,7 @@ enum {
 	EXIT_CORRUPT = 6,	/* check: metadata corrupt, foreign or unsupported */
 	EXIT_MISMATCH = 7,	/* the origin is not the one the cache belongs to */
 	EXIT_IO = 8,		/* I/O error while draining or flushing */
-	EXIT_INTERRUPTED = 130,	/* Ctrl-C (flush, remove) */
+	EXIT_INTERRUPTED = 130,	/* Ctrl-C (flush, remove, detach) */
 };
 
 extern const char *prog;
@@ -47,6 +51,84 @@ int parse_u32_range(const char *s, uint32_t min, uint32_t max, uint32_t *v);
 /* After getopt_long() returned '?' or ':': one line, EXIT_USAGE. */
 int bad_option(int c, char **argv, const char *cmd);
 
+/*
+ * Device-mapper plumbing of cmd_dm.c, shared by the commands on live
+ * devices (cmd_dm.c, cmd_detach.c).  Unless said otherwise: 0, or an
+ * exit code after one error line.
+ */
+struct dm_info;
+struct dm_task;
+
+int pmctl_dm_setup(void);
+/* dm_task_create() with the device name set; NULL on failure. */
+struct dm_task *pmctl_dm_task(int type, const char *name);
+/* dm_task_run() that keeps its error for pmctl_dm_why()/pmctl_dm_errno(). */
+bool pmctl_dm_run(struct dm_task *dmt);
+int pmctl_dm_errno(void);
+const char *pmctl_dm_why(void);
+/* 1: exists (@info filled), 0: no such device, <0: error (no line). */
+int pmctl_dm_info(const char *name, struct dm_info *info);
+/* Status or table (DM_DEVICE_STATUS/TABLE) of a one-target pmemcache
+ * device; @params is malloc'ed. */
+int pmctl_dm_get(int type, const char *name, uint64_t *len, char **params);
+/* A target message; 0 or -errno (no line). */
+int pmctl_dm_message(const char *name, const char *msg);
+/* "/dev/md0" for "9:0" (malloc'ed), or NULL. */
+char *pmctl_devpath(const char *majmin);
+/* The target's one-line reason for a refusal logged since
+ * pmctl_kmsg_open() (-1 if /dev/kmsg cannot be read); closes @fd. */
+int pmctl_kmsg_open(void);
+bool pmctl_kmsg_reason(int fd, char *out, size_t len);
+
+/* One status sample of a pmemcache device. */
+struct pmctl_sample {
+	uint64_t len;
+	struct pmc_status st;
+	struct timespec t;
+};
+
+int pmctl_sample(const char *name, struct pmctl_sample *s);
+double pmctl_now_s(void);
+void pmctl_sleep_ms(unsigned int ms);
+void pmctl_human_bytes(double b, char *out, size_t len);
+
+/*
+ * Table and message lines the tool builds (tables.c; pure, unit-tested).
+ */
+enum pmctl_key_kind {
+	PMCTL_KEY_NUMBER,	/* "<key> <decimal>" message */
+	PMCTL_KEY_SWITCH,	/* on/off: the "<key>" / "no<key>" messages */
+	PMCTL_KEY_TABLE_ONLY,	/* a feature no message changes */
+};
+
+struct pmctl_key {
+	const char *name;	/* the target's feature name */
+	enum pmctl_key_kind kind;
+	const char *what;	/* one line for --help and errors */
+};
+
+extern const struct pmctl_key pmctl_keys[];
+extern const size_t pmctl_nr_keys;
+
+/* The key named @name ('-' taken for '_'), or NULL. */
+const struct pmctl_key *pmctl_key_find(const char *name);
+/*
+ * The message that sets @key to @value, in @msg.  0, or -1 with a reason
+ * in @why (a number that is not a number, on/off that is neither, a key
+ * that only the table sets).
+ */
+int pmctl_set_message(const struct pmctl_key *key, const char *value,
+		      char *msg, size_t len, char *why, size_t why_len);
+/*
+ * The table params @params (as the kernel prints them: "<origin> <pmem>
+ * <bs> [<n> <feature>...]") with the feature flag @flag added unless
+ * already there.  0, or -1 if @params is not such a line or @out too short.
+ */
+int pmctl_table_add_flag(const char *params, const char *flag, char *out,
+			 size_t len);
+/* Whether the table params @params have the feature flag @flag. */
+bool pmctl_table_has_flag(const char *params, const char *flag);
+
 /* Command entry points: argv[0] is the command name. */
 int cmd_create(int argc, char **argv);
 int cmd_status(int argc, char **argv);
@@ -55,6 +137,8 @@ int cmd_flush(int argc, char **argv);
 int cmd_remove(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_drain(int argc, char **argv);
+int cmd_detach(int argc, char **argv);
+int cmd_set(int argc, char **argv);
 
 /* Help text of each command (main.c). */
 void usage_cmd(const char *cmd, bool to_stderr);

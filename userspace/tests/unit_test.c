@@ -290,6 +290,80 @@ static void small_reads_see_stores_and_cross_windows(void)
 	unlink(p);
 }
 
+static void set_keys_follow_the_target(void)
+{
+	static const char *const live[] = {
+		"high_watermark", "low_watermark", "writeback_jobs", "stripe_blocks",
+		"full_wait", "seq_bypass",
+	};
+	const struct pmctl_key *k;
+	char msg[64], why[256];
+	size_t i;
+
+	/* every live tunable of target.c is a number key */
+	for (i = 0; i < sizeof(live) / sizeof(live[0]); i++) {
+		k = pmctl_key_find(live[i]);
+		CHECK(k && k->kind == PMCTL_KEY_NUMBER && !strcmp(k->name, live[i]));
+	}
+	CHECK(pmctl_key_find("high-watermark") == pmctl_key_find("high_watermark"));
+	CHECK(!pmctl_key_find("high_watermarks") && !pmctl_key_find("") &&
+	      !pmctl_key_find("flush") && !pmctl_key_find("format"));
+	CHECK(!pmctl_key_find("a_key_name_much_longer_than_any_key"));
+	k = pmctl_key_find("full_wait");
+	CHECK(!pmctl_set_message(k, "250", msg, sizeof(msg), why, sizeof(why)));
+	CHECK(!strcmp(msg, "full_wait 250"));
+	/* ranges are the target's: a big value goes through, a non-number not */
+	CHECK(!pmctl_set_message(k, "4294967295", msg, sizeof(msg), why, sizeof(why)));
+	CHECK(!strcmp(msg, "full_wait 4294967295"));
+	CHECK(pmctl_set_message(k, "4294967296", msg, sizeof(msg), why, sizeof(why)));
+	CHECK(strstr(why, "'4294967296' is not a number"));
+	CHECK(pmctl_set_message(k, "-1", msg, sizeof(msg), why, sizeof(why)));
+	CHECK(pmctl_set_message(k, "10ms", msg, sizeof(msg), why, sizeof(why)));
+	CHECK(pmctl_set_message(k, "", msg, sizeof(msg), why, sizeof(why)));
+	k = pmctl_key_find("cleaner");
+	CHECK(k && k->kind == PMCTL_KEY_SWITCH);
+	CHECK(!pmctl_set_message(k, "on", msg, sizeof(msg), why, sizeof(why)) &&
+	      !strcmp(msg, "cleaner"));
+	CHECK(!pmctl_set_message(k, "OFF", msg, sizeof(msg), why, sizeof(why)) &&
+	      !strcmp(msg, "nocleaner"));
+	CHECK(!pmctl_set_message(k, "0", msg, sizeof(msg), why, sizeof(why)) &&
+	      !strcmp(msg, "nocleaner"));
+	CHECK(pmctl_set_message(k, "maybe", msg, sizeof(msg), why, sizeof(why)));
+	CHECK(strstr(why, "not on or off"));
+	/* max_age: no message changes it (pmc_tunables[].live is false) */
+	k = pmctl_key_find("max_age");
+	CHECK(k && k->kind == PMCTL_KEY_TABLE_ONLY);
+	CHECK(pmctl_set_message(k, "1000", msg, sizeof(msg), why, sizeof(why)));
+	CHECK(strstr(why, "cannot change while the cache runs"));
+}
+
+static void table_flags_are_added_once(void)
+{
+	char out[256];
+
+	CHECK(!pmctl_table_add_flag("9:0 259:0 4096", "flush_on_suspend", out, sizeof(out)));
+	CHECK(!strcmp(out, "9:0 259:0 4096 1 flush_on_suspend"));
+	CHECK(!pmctl_table_add_flag("9:0 259:0 4096 4 high_watermark 60 low_watermark 40",
+				    "cleaner", out, sizeof(out)));
+	CHECK(!strcmp(out, "9:0 259:0 4096 5 high_watermark 60 low_watermark 40 cleaner"));
+	CHECK(!pmctl_table_add_flag(out, "flush_on_suspend", out + 128, 128));
+	CHECK(!strcmp(out + 128, "9:0 259:0 4096 6 high_watermark 60 low_watermark 40 "
+		      "cleaner flush_on_suspend"));
+	/* already there: the same table */
+	CHECK(!pmctl_table_add_flag("9:0 259:0 4096 3 writeback pfn cleaner", "cleaner",
+				    out, sizeof(out)));
+	CHECK(!strcmp(out, "9:0 259:0 4096 3 writeback pfn cleaner"));
+	CHECK(pmctl_table_has_flag("9:0 259:0 4096 2 cleaner flush_on_suspend",
+				   "flush_on_suspend"));
+	CHECK(!pmctl_table_has_flag("9:0 259:0 4096 2 max_age 9", "flush_on_suspend"));
+	CHECK(!pmctl_table_has_flag("9:0 259:0 4096", "cleaner"));
+	/* not a table of the target: refused, never guessed */
+	CHECK(pmctl_table_add_flag("9:0 259:0", "cleaner", out, sizeof(out)));
+	CHECK(pmctl_table_add_flag("9:0 259:0 4096 3 max_age 9", "cleaner", out, sizeof(out)));
+	CHECK(pmctl_table_add_flag("9:0 259:0 4096 x", "cleaner", out, sizeof(out)));
+	CHECK(pmctl_table_add_flag("9:0 259:0 4096", "cleaner", out, 20));
+}
+
 int main(void)
 {
 	void (*tests[])(void) = {
@@ -301,6 +375,7 @@ int main(void)
 		check_says_blank_then_clean_after_format,
 		readonly_image_never_changes,
 		small_reads_see_stores_and_cross_windows,
+		set_keys_follow_the_target, table_flags_are_added_once,
 	};
 	size_t i;
 
