@@ -21,6 +21,7 @@
 #define _DEFAULT_SOURCE
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -260,10 +261,31 @@ static int wait_clean(struct detach *d, const struct pmctl_sample *s0,
 	}
 }
 
+/*
+ * The detached cache is clean, but its blocks go stale as soon as the
+ * origin is written without it: a later table without "format" would
+ * load them and serve old data.  A blank first 4 KiB is what the target
+ * formats on load (docs/dm-pmemcache.rst), so clear it.  O_EXCL: nothing
+ * may have the device open any more.
+ */
+static int forget_cache(const char *cache)
+{
+	static const char zero[4096];
+	int fd = open(cache, O_WRONLY | O_EXCL);
+	int r = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (pwrite(fd, zero, sizeof(zero), 0) != sizeof(zero) || fsync(fd))
+		r = errno ? -errno : -EIO;
+	if (close(fd) && !r)
+		r = -errno;
+	return r;
+}
 static int do_detach(struct detach *d, uint32_t timeout)
 {
 	char why[1024], params[TABLE_MAX], tmp[TABLE_MAX], linear[128];
-	char type[64], *live = NULL, *op;
+	char type[64], *live = NULL, *op, *cp = NULL;
 	struct pmctl_sample s0, s1;
 	struct dm_info info;
 	int r;
@@ -377,13 +399,23 @@ static int do_detach(struct detach *d, uint32_t timeout)
 	free(live);
 	printf("%s: detached: linear on %s (%s); the cache %s is no longer used\n",
 	       d->name, op ? op : d->t.origin, d->t.origin, d->t.cache);
-	printf("%s: its clean blocks are stale from now on: attach it again only with "
-	       "'pmemcachectl create --format'\n", d->name);
+	cp = pmctl_devpath(d->t.cache);
+	r = cp ? forget_cache(cp) : -ENOENT;
+	if (r) {
+		err("%s: cannot clear the superblock of %s: %s; its clean blocks are stale "
+		    "from now on: attach it again only with 'pmemcachectl create --format'",
+		    d->name, d->t.cache, strerror(-r));
+		r = EXIT_IO;
+		goto out;
+	}
+	printf("%s: the superblock of %s is cleared: the next create formats it\n",
+	       d->name, cp);
 	r = EXIT_OK;
 	goto out;
 fail_dm:
 	r = fail(d, EXIT_DM, "%s", why);
 out:
+	free(cp);
 	free(op);
 	return r;
 }
