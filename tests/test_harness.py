@@ -5,7 +5,8 @@ import re
 
 import pytest
 
-from vm import KBUILD, KMOD, EXIT_TIMEOUT, GuestRun, build_test_kmods
+from vm import KBUILD, KMOD, EXIT_TIMEOUT, BootFiles, GuestRun, build_test_kmods, \
+    qemu_aborted_before_boot
 
 
 def test_guest_boots_the_patched_kernel(vm):
@@ -110,3 +111,21 @@ def test_reports_come_from_console_kernel_log_and_kmemleak():
     res = GuestRun(0, dmesg[0] + "\n", "WARNING: not a kernel line\n", None, result)
     assert res.reports() == [dmesg[0], dmesg[2], "unreferenced object 0xffff888004b8 (size 64):"]
     assert res.dmesg.splitlines() == dmesg
+
+
+ABORT = ("qemu-system-x86_64: ../../hw/pci/msix.c:218: msix_table_mmio_write: Assertion "
+         "`addr + size <= dev->msix_entries_nr * PCI_MSIX_ENTRY_SIZE' failed.\n")
+
+
+@pytest.mark.parametrize("console,output,again", [
+    ("[    0.39] mtrr: your CPUs had inconsistent MTRRdefType settings\n", "", True),
+    ("[    0.39] x\n@@BOOTED 6.1.192-pmemcache+ #1@@\n", "", False),   # the test ran
+    ("[    0.39] x\n", "KEY=1\n", False),                             # the script ran
+    ("[    0.39] x\n", "", None),                                      # no abort at all
+])
+def test_only_a_qemu_abort_before_boot_is_booted_again(tmp_path, console, output, again):
+    files = BootFiles.of(tmp_path / "t.1.log")
+    files.console.write_text(console)
+    files.out.write_text(output)
+    files.qemu_stderr.write_text(ABORT if again is not None else "")
+    assert qemu_aborted_before_boot(files) is bool(again)
