@@ -61,7 +61,7 @@ static u32 pmc_pop_usable(struct pmemcache *pc)
 
 	while ((s = pmc_pop_free(pc)) != PMC_NO_SLOT &&
 	       pmc_slot_on_badblocks(pc, s)) {
-		WRITE_ONCE(pc->idx.slot[s], pmc_slot_pack(0, 0, PMC_SF_BAD));
+		pmc_index_set_bad(&pc->idx, s);
 		atomic64_inc(&pc->bad_slots);
 		DMWARN_LIMIT("%s: cache block %u is on the pmem badblocks list: not used",
 			     pc->pmem_dev->name, s);
@@ -86,55 +86,60 @@ static bool pmc_may_have_clean(struct pmemcache *pc)
 	       atomic64_read(&pc->n_dirty) < pc->meta.n_blocks;
 }
 
+struct pmc_evict {
+	struct pmemcache *pc;
+	u32 victims[64];
+	unsigned int got;
+};
+
+/* pmc_take_fn: evict clean slot @s (slot word @v) if nobody holds it. */
+static bool pmc_evict_one(void *ctx, u32 s, u64 v)
+{
+	struct pmc_evict *e = ctx;
+	struct pmemcache *pc = e->pc;
+	struct pmc_stripe *st = pmc_stripe_of(pc, pmc_slot_oblock(v));
+	bool ok = false;
+
+	if (atomic_read(&st->pinned))
+		return false;
+	if (!down_write_trylock(&st->lock))
+		return false;
+	/* Re-check under the lock: it may have changed. */
+	if (READ_ONCE(pc->idx.slot[s]) == v && !atomic_read(&st->pinned)) {
+		pmc_meta_evict(&pc->meta, &pc->idx, s);
+		pmc_meta_fence(PMC_P_FREE);
+		e->victims[e->got++] = s;
+		ok = true;
+	}
+	up_write(&st->lock);
+	return ok;
+}
+
 /*
- * Evict up to @want clean blocks (clock order).  Each record is made
- * durably FREE before its stripe lock is dropped (E2): once the block is
- * out of the index, another CPU may send a write of it around the cache
- * and acknowledge it, and a FREE store still pending on this CPU would
- * then leave the old CLEAN record live over the newer origin data after a
- * power cut.  That also covers the free list: a slot's data may only be
- * overwritten when no live record points at it.
+ * Evict up to @want clean blocks, in clock order over the clean bitmap of
+ * the index with a second chance for referenced blocks (pmc_index_clock):
+ * O(log n) per block looked at, never a scan of the whole index.  Each
+ * record is made durably FREE before its stripe lock is dropped (E2): once
+ * the block is out of the index, another CPU may send a write of it around
+ * the cache and acknowledge it, and a FREE store still pending on this CPU
+ * would then leave the old CLEAN record live over the newer origin data
+ * after a power cut.  That also covers the free list: a slot's data may
+ * only be overwritten when no live record points at it.
  */
 unsigned int pmc_evict_clean(struct pmemcache *pc, unsigned int want)
 {
-	u32 victims[64];
-	unsigned int got = 0, scanned = 0;
-	u64 n = pc->meta.n_blocks;
+	struct pmc_evict e = { .pc = pc };
 
-	if (want > ARRAY_SIZE(victims))
-		want = ARRAY_SIZE(victims);
-	/* A cache full of dirty blocks: no scan of the whole index. */
+	if (want > ARRAY_SIZE(e.victims))
+		want = ARRAY_SIZE(e.victims);
+	/* A cache full of dirty blocks: not even a look at the bitmap. */
 	if (!pmc_may_have_clean(pc))
 		return 0;
 	mutex_lock(&pc->evict_lock);
-	while (got < want && scanned < n) {
-		u32 s = pc->evict_hand++ % n;
-		u64 v = READ_ONCE(pc->idx.slot[s]);
-		u32 f = pmc_slot_flags(v);
-		struct pmc_stripe *st;
-
-		scanned++;
-		if (!(f & PMC_SF_USED) ||
-		    (f & (PMC_SF_DIRTY | PMC_SF_WB | PMC_SF_STALE)))
-			continue;
-		st = pmc_stripe_of(pc, pmc_slot_oblock(v));
-		if (atomic_read(&st->pinned))
-			continue;
-		if (!down_write_trylock(&st->lock))
-			continue;
-		/* Re-check under the lock: it may have changed. */
-		if (READ_ONCE(pc->idx.slot[s]) == v && !atomic_read(&st->pinned)) {
-			pmc_meta_evict(&pc->meta, &pc->idx, s);
-			pmc_meta_fence(PMC_P_FREE);
-			victims[got++] = s;
-		}
-		up_write(&st->lock);
-		if (!(scanned & 1023))
-			cond_resched();
-	}
-	pmc_free_slots(pc, victims, got);
+	pmc_index_clock(&pc->idx, &pc->evict_hand, want, pmc_evict_one, &e);
+	pmc_free_slots(pc, e.victims, e.got);
 	mutex_unlock(&pc->evict_lock);
-	return got;
+	return e.got;
 }
 
 /*
@@ -279,6 +284,8 @@ static void pmc_read_overlay(struct work_struct *work)
 	if (!bio->bi_status) {
 		down_read(&rio->st->lock);
 		slot = pmc_index_lookup(&pc->idx, oblock);
+		if (slot != PMC_NO_SLOT)
+			pmc_index_ref(&pc->idx, slot);
 		if (slot != PMC_NO_SLOT &&
 		    pmc_read_slot(pc, bio, slot, first,
 				  need & pmc_slot_mask(pc->idx.slot[slot]))) {
@@ -323,6 +330,7 @@ static int pmc_map_read(struct pmemcache *pc, struct bio *bio)
 	if ((have & need) == need) {
 		int r = pmc_read_slot(pc, bio, slot, first, need);
 
+		pmc_index_ref(&pc->idx, slot);
 		up_read(&st->lock);
 		atomic64_inc(&pc->st.read_hits);
 		if (r) {
@@ -643,6 +651,9 @@ static int pmc_map_write(struct pmemcache *pc, struct bio *bio)
 	r = pmc_meta_write_block(&pc->meta, &pc->idx, oblock, mask, slot, epoch,
 				 pmc_fill_from_bio, &fill, &freed);
 	if (!r) {
+		/* A rewrite: the block stays longer once it is clean. */
+		if (old != PMC_NO_SLOT)
+			pmc_index_ref(&pc->idx, slot);
 		if (old != PMC_NO_SLOT &&
 		    (pmc_slot_flags(ov) & PMC_SF_DIRTY)) {
 			atomic64_dec(&pc->epoch_dirty[pmc_slot_epoch(ov)]);

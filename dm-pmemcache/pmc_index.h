@@ -3,13 +3,24 @@
  * In-RAM index of dm-pmemcache: origin block -> cache slot.
  *
  * Memory per cache slot: 8 bytes of packed slot state, 4 bytes of hash
- * chain / free list link, and at most 4 bytes of hash bucket (the bucket
- * count is the largest power of two not above the slot count), so at most
- * 16 bytes per slot.
+ * chain / free list link, 2 to 4 bytes of hash bucket (the bucket count
+ * is the largest power of two not above the slot count), one bit of
+ * reference and 1.02 bits of clean bitmap (all its levels): 14.26 to
+ * 16.26 bytes per slot, 14.3 for a namespace of a power of two bytes
+ * (whose slot count is just below a power of two).
+ *
+ * The clean bitmap has one bit per slot that is clean (USED and none of
+ * DIRTY, WB, STALE, BAD), kept by every store of a slot word; upper levels
+ * have one bit per non-empty word below, so the next clean slot after any
+ * point is found in O(levels) = O(log64 n) words: eviction never scans the
+ * index.  The reference bitmap gives recently read or rewritten blocks a
+ * second chance in the eviction clock.
  *
  * The index has no locks of its own.  The kernel serialises a hash chain
  * with the lock of its stripe (pmc_index_bucket() & stripe mask) and the
- * free list with a spinlock; userspace is single threaded.
+ * free list with a spinlock; userspace is single threaded.  Bitmap bits
+ * change with atomic bit operations (the bits of one word belong to
+ * different stripes); the upper levels are hints that the finder checks.
  */
 #ifndef PMC_INDEX_H
 #define PMC_INDEX_H
@@ -30,6 +41,16 @@
 #define PMC_SF_EPOCH_SHIFT 5
 #define PMC_SF_BAD	0x80	/* unreadable record: never used again */
 
+/* Levels of a hierarchical bitmap: 32^7 bits >= 2^32 slots. */
+#define PMC_BM_LEVELS	7
+
+struct pmc_bitmap {
+	unsigned long *w;	/* every level, level 0 first */
+	u64 off[PMC_BM_LEVELS];	/* first word of each level in w */
+	u64 bits[PMC_BM_LEVELS]; /* bits of each level */
+	u32 levels;
+};
+
 struct pmc_index {
 	u64 n_slots;
 	u64 *slot;		/* oblock:48 | valid mask:8 | flags:8 */
@@ -38,6 +59,8 @@ struct pmc_index {
 	u32 bucket_bits;
 	u32 free_head;
 	u64 n_free;
+	struct pmc_bitmap clean; /* USED and not DIRTY|WB|STALE|BAD */
+	unsigned long *ref;	/* referenced since the clock last passed */
 };
 
 static inline u64 pmc_slot_pack(u64 oblock, u32 mask, u32 flags)
@@ -71,6 +94,14 @@ static inline u32 pmc_slot_epoch(u64 v)
 	return (pmc_slot_flags(v) & PMC_SF_EPOCH) >> PMC_SF_EPOCH_SHIFT;
 }
 
+/* A cached block that the origin holds too: it may be evicted. */
+static inline bool pmc_slot_clean(u64 v)
+{
+	return (pmc_slot_flags(v) &
+		(PMC_SF_USED | PMC_SF_DIRTY | PMC_SF_WB | PMC_SF_STALE |
+		 PMC_SF_BAD)) == PMC_SF_USED;
+}
+
 int pmc_index_init(struct pmc_index *idx, u64 n_slots);
 void pmc_index_destroy(struct pmc_index *idx);
 size_t pmc_index_ram_bytes(const struct pmc_index *idx);
@@ -88,5 +119,27 @@ void pmc_index_set_flags(struct pmc_index *idx, u32 slot, u32 set, u32 clear);
 /* Free list (LIFO through ->next).  The caller serialises. */
 void pmc_index_push_free(struct pmc_index *idx, u32 slot);
 u32 pmc_index_pop_free(struct pmc_index *idx);
+
+/* Take @slot out of use for good (unreadable, or on a badblocks list). */
+void pmc_index_set_bad(struct pmc_index *idx, u32 slot);
+
+/* The block in @slot was used: the eviction clock passes it over once. */
+void pmc_index_ref(struct pmc_index *idx, u32 slot);
+
+/* The first clean slot at or after @from, or PMC_NO_SLOT. */
+u32 pmc_index_next_clean(struct pmc_index *idx, u32 from);
+
+/*
+ * Eviction clock over the clean slots from *@hand (advanced): a slot with
+ * its reference bit set loses it and is passed over (at most 8 x @want
+ * times a call, then reference bits are ignored), the others are offered
+ * to @take, which evicts the slot (true) or refuses it (false: locked,
+ * pinned, changed).  Stops when @want were taken or after one turn.
+ * Returns the number taken.  Cost: O(log n) words per slot offered or
+ * passed over, never a scan of the index.
+ */
+typedef bool (*pmc_take_fn)(void *ctx, u32 slot, u64 v);
+unsigned int pmc_index_clock(struct pmc_index *idx, u32 *hand,
+			     unsigned int want, pmc_take_fn take, void *ctx);
 
 #endif /* PMC_INDEX_H */

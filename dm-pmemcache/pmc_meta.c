@@ -333,7 +333,7 @@ int pmc_meta_recover(struct pmc_meta *m, struct pmc_index *idx,
 		slot = (u32)i;
 		if (pmc_meta_read_record(m, slot, &r, &live)) {
 			/* Quarantine: never reused, never mapped. */
-			idx->slot[slot] = pmc_slot_pack(0, 0, PMC_SF_BAD);
+			pmc_index_set_bad(idx, slot);
 			st->unreadable++;
 			continue;
 		}

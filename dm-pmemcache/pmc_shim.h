@@ -42,6 +42,8 @@ enum pmc_ptag {
 #include <linux/log2.h>
 #include <linux/printk.h>
 #include <linux/atomic.h>
+#include <linux/bitops.h>
+#include <linux/sched.h>
 #include <asm/byteorder.h>
 #include <asm/barrier.h>
 
@@ -93,6 +95,20 @@ struct pmc_atomic64 {
 #define pmc_atomic64_read(a)		atomic64_read(&(a)->v)
 #define pmc_atomic64_set(a, x)		atomic64_set(&(a)->v, x)
 #define pmc_atomic64_inc_return(a)	atomic64_inc_return(&(a)->v)
+
+/*
+ * Bitmaps of the index (pmc_index.c): bits of one word belong to slots
+ * under different stripe locks, so they change with atomic bit operations;
+ * the barrier orders such a change before a later load.
+ */
+#define pmc_set_bit(nr, addr)		set_bit(nr, addr)
+#define pmc_clear_bit(nr, addr)		clear_bit(nr, addr)
+#define pmc_test_bit(nr, addr)		test_bit(nr, addr)
+#define pmc_test_and_clear_bit(nr, addr) test_and_clear_bit(nr, addr)
+/* full barrier: a bit operation before a later load (pmc_bm_unhint) */
+#define pmc_mb_after_bitop()		smp_mb__after_atomic()
+#define pmc_ffs_long(w)			__ffs(w)
+#define pmc_cond_resched()		cond_resched()
 
 #define pmc_err(fmt, ...)	pr_err("device-mapper: pmemcache: " fmt "\n", ##__VA_ARGS__)
 #define pmc_warn(fmt, ...)	pr_warn("device-mapper: pmemcache: " fmt "\n", ##__VA_ARGS__)

@@ -46,6 +46,69 @@ struct pmc_atomic64 {
 #define pmc_atomic64_set(a, x)		((a)->v = (x))
 #define pmc_atomic64_inc_return(a)	(++(a)->v)
 
+/* The index's bitmaps: one thread (or coroutines) in userspace. */
+#ifndef BITS_PER_LONG
+#define BITS_PER_LONG	(__SIZEOF_LONG__ * 8)
+#endif
+#ifdef PMC_USER_ATOMIC_BITOPS
+/* tests/host/index_stress.c: the kernel's atomic bit operations, threads */
+static inline void pmc_set_bit(unsigned long nr, unsigned long *a)
+{
+	__atomic_fetch_or(&a[nr / BITS_PER_LONG], 1UL << (nr % BITS_PER_LONG),
+			  __ATOMIC_SEQ_CST);
+}
+
+static inline void pmc_clear_bit(unsigned long nr, unsigned long *a)
+{
+	__atomic_fetch_and(&a[nr / BITS_PER_LONG],
+			   ~(1UL << (nr % BITS_PER_LONG)), __ATOMIC_SEQ_CST);
+}
+
+static inline bool pmc_test_bit(unsigned long nr, const unsigned long *a)
+{
+	return (__atomic_load_n(&a[nr / BITS_PER_LONG], __ATOMIC_RELAXED) >>
+		(nr % BITS_PER_LONG)) & 1;
+}
+
+static inline bool pmc_test_and_clear_bit(unsigned long nr, unsigned long *a)
+{
+	unsigned long m = 1UL << (nr % BITS_PER_LONG);
+
+	return __atomic_fetch_and(&a[nr / BITS_PER_LONG], ~m,
+				  __ATOMIC_SEQ_CST) & m;
+}
+
+#define pmc_mb_after_bitop()	__atomic_thread_fence(__ATOMIC_SEQ_CST)
+#else
+static inline void pmc_set_bit(unsigned long nr, unsigned long *a)
+{
+	a[nr / BITS_PER_LONG] |= 1UL << (nr % BITS_PER_LONG);
+}
+
+static inline void pmc_clear_bit(unsigned long nr, unsigned long *a)
+{
+	a[nr / BITS_PER_LONG] &= ~(1UL << (nr % BITS_PER_LONG));
+}
+
+static inline bool pmc_test_bit(unsigned long nr, const unsigned long *a)
+{
+	return (a[nr / BITS_PER_LONG] >> (nr % BITS_PER_LONG)) & 1;
+}
+
+static inline bool pmc_test_and_clear_bit(unsigned long nr, unsigned long *a)
+{
+	unsigned long m = 1UL << (nr % BITS_PER_LONG);
+	bool was = a[nr / BITS_PER_LONG] & m;
+
+	a[nr / BITS_PER_LONG] &= ~m;
+	return was;
+}
+
+#define pmc_mb_after_bitop()	__asm__ __volatile__("" ::: "memory")
+#endif
+#define pmc_ffs_long(w)		((unsigned long)__builtin_ctzl(w))
+#define pmc_cond_resched()	do { } while (0)
+
 /* Provided by the program that links the shared code. */
 void pmc_pmem_write(void *dst, const void *src, size_t len, enum pmc_ptag tag);
 void pmc_pmem_fence(enum pmc_ptag tag);

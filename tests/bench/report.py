@@ -278,6 +278,11 @@ def main():
         add("\n`pmemcachectl check` on a 64 GiB cache image, against the version that "
             "read one record per pread: [bench/check.md](bench/check.md) (tests/bench/check_speed.py, "
             "`make bench-check`, host only).")
+    if (OUT / "index.md").exists():
+        add("\nThe in-RAM index, its allocator and eviction clock at 1 GiB and 1 TiB of 4 KiB "
+            "blocks, per write/read cycle in ns and instructions, against the linear clock it "
+            "replaced: [bench/index.md](bench/index.md) (tests/host/index_bench.py, "
+            "`make -C tests/host bench`, host only).")
     add("\nCPU: busy ticks of all guest CPUs (user+system+irq+softirq+steal, /proc/stat) during "
         "the timed drain, divided by the GiB written back. Under TCG this is emulated CPU time.\n")
 

@@ -866,41 +866,41 @@ static void check_clean_on_origin(u32 slot, u64 v)
 	}
 }
 
+/* io.c pmc_evict_one(): the clock of the shared index offers @s */
+static bool evict_one(void *ctx, u32 s, u64 v)
+{
+	u32 *victims = ctx, *got = &victims[64];
+	struct mlock *st = stripe_of(pmc_slot_oblock(v));
+	bool ok = false;
+
+	if (!trylock_w(st))
+		return false;
+	if (E.idx.slot[s] == v) {
+		trace("evict slot %u block %llu", s,
+		      (unsigned long long)pmc_slot_oblock(v));
+		check_clean_on_origin(s, v);
+		pmc_meta_evict(&E.m, &E.idx, s);
+		/* SITE: E2 eviction fence before the unlock, io.c */
+		pmc_meta_fence(PMC_P_FREE);
+		victims[(*got)++] = s;
+		ok = true;
+	}
+	unlock_w(st);
+	return ok;
+}
+
 /* io.c pmc_evict_clean() */
 static u32 evict_clean(u32 want)
 {
-	u32 victims[64], got = 0, scanned = 0;
-	u32 n = (u32)E.m.n_blocks;
+	u32 victims[65];	/* 64 slots, then the count */
 
+	victims[64] = 0;
 	lock_w(&E.evict_lock);
-	while (got < want && scanned < n) {
-		u32 s = E.evict_hand++ % n;
-		u64 v = E.idx.slot[s];
-		u32 f = pmc_slot_flags(v);
-		struct mlock *st;
-
-		scanned++;
-		if (!(f & PMC_SF_USED) ||
-		    (f & (PMC_SF_DIRTY | PMC_SF_WB | PMC_SF_STALE)))
-			continue;
-		st = stripe_of(pmc_slot_oblock(v));
-		if (!trylock_w(st))
-			continue;
-		if (E.idx.slot[s] == v) {
-			trace("evict slot %u block %llu", s,
-			      (unsigned long long)pmc_slot_oblock(v));
-			check_clean_on_origin(s, v);
-			pmc_meta_evict(&E.m, &E.idx, s);
-			/* SITE: E2 eviction fence before the unlock, io.c */
-			pmc_meta_fence(PMC_P_FREE);
-			victims[got++] = s;
-		}
-		unlock_w(st);
-	}
-	free_slots(victims, got);
-	n_evicted += got;
+	pmc_index_clock(&E.idx, &E.evict_hand, want, evict_one, victims);
+	free_slots(victims, victims[64]);
+	n_evicted += victims[64];
 	unlock_w(&E.evict_lock);
-	return got;
+	return victims[64];
 }
 
 static int free_gen_moved(void *arg)
@@ -1094,6 +1094,8 @@ static void op_read(u32 s)
 
 	lock_r(st);
 	slot = pmc_index_lookup(&E.idx, s / SPB);
+	if (slot != PMC_NO_SLOT)
+		pmc_index_ref(&E.idx, slot);	/* a hit, as in io.c */
 	if (slot != PMC_NO_SLOT &&
 	    (pmc_slot_mask(E.idx.slot[slot]) & (1U << (s % SPB))))
 		got = decode_sector(pmc_meta_data(&E.m, slot) +
