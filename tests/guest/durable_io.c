@@ -13,6 +13,13 @@
  *	part sequentially in 64 KiB writes (for seq_bypass).  Runs until
  *	killed (the power cut).
  *
+ *   durable_io discard DEV START SECTORS ID SEED
+ *	One thread that writes runs of 4 KiB blocks of [START, START +
+ *	SECTORS) with id ID and discards (BLKDISCARD) other runs, until
+ *	killed (tests/test_window_cuts.py: discards of cached blocks).  A
+ *	discard leaves a sector undefined, so every sector there must hold
+ *	zeros or ID's data, whole: check it with "START SECTORS 0,ID".
+ *
  *   durable_io check DEV EXPECT [OBSERVED]
  *	EXPECT has lines "<sector> <count> <id>[,<id>...]": each sector of
  *	the run must hold one of those writes, whole (id 0: never written,
@@ -38,6 +45,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/ioctl.h>
+#include <linux/fs.h>
 
 #define SECTOR		512
 #define WORDS		(SECTOR / 8)
@@ -204,6 +213,34 @@ static int do_write(void)
 	return 0;
 }
 
+static int do_discard(u64 id)
+{
+	struct writer w = { .rnd = seed };
+	int fd = open(dev, O_RDWR | O_DIRECT);
+	u64 *buf, s, n, i, range[2];
+
+	if (fd < 0)
+		die("open");
+	if (posix_memalign((void **)&buf, 4096, MAX_SECTORS * SECTOR))
+		die("memalign");
+	say("DISCARDING=1\n");
+	for (;;) {
+		n = 8 * (1 + rnd(&w) % (MAX_SECTORS / 8));
+		s = start + (rnd(&w) % ((sectors - n) / 8 + 1)) * 8;
+		for (i = 0; i < n; i++)
+			fill(buf + i * WORDS, id, s + i);
+		if (pwrite(fd, buf, n * SECTOR, s * SECTOR) != (ssize_t)(n * SECTOR))
+			die("pwrite");
+		n = 8 * (1 + rnd(&w) % (MAX_SECTORS / 8));
+		s = start + (rnd(&w) % ((sectors - n) / 8 + 1)) * 8;
+		range[0] = s * SECTOR;
+		range[1] = n * SECTOR;
+		if (ioctl(fd, BLKDISCARD, range))
+			die("BLKDISCARD");
+	}
+	return 0;
+}
+
 /* Consecutive sectors with the same id, printed as one line. */
 struct span {
 	u64 s, n;
@@ -329,11 +366,21 @@ int main(int argc, char **argv)
 			return 2;
 		return do_write();
 	}
+	if (argc >= 7 && !strcmp(argv[1], "discard")) {
+		dev = argv[2];
+		start = strtoull(argv[3], NULL, 0);
+		sectors = strtoull(argv[4], NULL, 0);
+		seed = strtoull(argv[6], NULL, 0);
+		if (sectors < MAX_SECTORS || start % 8 || sectors % 8)
+			return 2;
+		return do_discard(strtoull(argv[5], NULL, 0));
+	}
 	if (argc >= 4 && !strcmp(argv[1], "check")) {
 		dev = argv[2];
 		return do_check(argv[3], argc > 4 ? argv[4] : NULL);
 	}
 	fprintf(stderr, "usage: durable_io write DEV START SECTORS THREADS ID_BASE SEED [seq]\n"
+		"       durable_io discard DEV START SECTORS ID SEED\n"
 		"       durable_io check DEV EXPECT [OBSERVED]\n");
 	return 2;
 }
