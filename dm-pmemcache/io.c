@@ -700,6 +700,7 @@ static void pmc_drop_one(struct pmemcache *pc, u64 oblock, u32 *freed,
 		pmc_meta_drop_block(&pc->meta, &pc->idx, oblock, &f);
 		if (f != PMC_NO_SLOT)
 			freed[(*nf)++] = f;
+		pmc_cut_point(PMC_CUT_DISCARD_D1);
 	}
 	up_write(&st->lock);
 }

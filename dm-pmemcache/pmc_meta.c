@@ -355,6 +355,7 @@ int pmc_meta_recover(struct pmc_meta *m, struct pmc_index *idx,
 			st->torn++;
 			pmc_meta_invalidate(m, slot, PMC_P_RECOVER);
 			fenced = false;
+			pmc_cut_point(PMC_CUT_RECOVER_REPAIR);
 		}
 		if (!live)
 			continue;
@@ -374,15 +375,18 @@ int pmc_meta_recover(struct pmc_meta *m, struct pmc_index *idx,
 				pmc_meta_invalidate(m, slot, PMC_P_RECOVER);
 				st->superseded++;
 				fenced = false;
+				pmc_cut_point(PMC_CUT_RECOVER_REPAIR);
 				continue;
 			}
 			st->superseded++;
 			fenced = false;
+			pmc_cut_point(PMC_CUT_RECOVER_REPAIR);
 		}
 		pmc_index_insert(idx, slot, le64_to_cpu(r.oblock),
 				 le32_to_cpu(r.valid),
 				 le32_to_cpu(r.state) == PMC_REC_DIRTY ?
 				 PMC_SF_DIRTY : 0);
+		pmc_cut_point(PMC_CUT_RECOVER_LOAD);
 	}
 	/* Losers and torn records durably dead before their slots are reused. */
 	if (!fenced)
@@ -449,6 +453,7 @@ int pmc_meta_write_block(struct pmc_meta *m, struct pmc_index *idx,
 		return ret;
 	/* W2: the data is durable before any record can point at it. */
 	pmc_pmem_fence(PMC_P_DATA);
+	pmc_cut_point(old == PMC_NO_SLOT ? PMC_CUT_NEW_W2 : PMC_CUT_OVER_W2);
 
 	/* W3: the new record, with a seq higher than every older copy. */
 	memset(&r, 0, sizeof(r));
@@ -458,8 +463,10 @@ int pmc_meta_write_block(struct pmc_meta *m, struct pmc_index *idx,
 	r.state = cpu_to_le32(PMC_REC_DIRTY);
 	r.csum = cpu_to_le32(pmc_meta_record_csum(m->record_seed, new_slot, &r));
 	pmc_pmem_write(pmc_rec(m, new_slot), &r, sizeof(r), PMC_P_RECORD);
+	pmc_cut_point(old == PMC_NO_SLOT ? PMC_CUT_NEW_W3 : PMC_CUT_OVER_W3);
 	/* W4: the write is durable: it may be acknowledged after this. */
 	pmc_pmem_fence(PMC_P_RECORD);
+	pmc_cut_point(old == PMC_NO_SLOT ? PMC_CUT_NEW_W4 : PMC_CUT_OVER_W4);
 
 	if (pmc_index_inflight(idx, oblock))
 		flags |= PMC_SF_WAITPREV;
@@ -470,7 +477,9 @@ int pmc_meta_write_block(struct pmc_meta *m, struct pmc_index *idx,
 		 * copy would resurrect it after a crash).
 		 */
 		pmc_meta_invalidate(m, old, PMC_P_FREE);
+		pmc_cut_point(PMC_CUT_OVER_W5);
 		pmc_pmem_fence(PMC_P_FREE);
+		pmc_cut_point(PMC_CUT_OVER_W6);
 		if (pmc_slot_flags(idx->slot[old]) & PMC_SF_WB) {
 			pmc_index_set_flags(idx, old, PMC_SF_STALE, 0);
 		} else {
@@ -542,6 +551,7 @@ int pmc_meta_wb_done(struct pmc_meta *m, struct pmc_index *idx, u32 slot,
 	}
 	/* C1: the origin write and a flush after it completed: CLEAN. */
 	pmc_meta_set_state(m, slot, &r, PMC_REC_CLEAN, PMC_P_CLEAN);
+	pmc_cut_point(PMC_CUT_WB_C1);
 	pmc_index_set_flags(idx, slot, 0,
 			    PMC_SF_WB | PMC_SF_DIRTY | PMC_SF_EPOCH);
 	return 0;
@@ -552,4 +562,5 @@ void pmc_meta_evict(struct pmc_meta *m, struct pmc_index *idx, u32 slot)
 	/* E1: dead record before the slot's data may be overwritten. */
 	pmc_meta_invalidate(m, slot, PMC_P_FREE);
 	pmc_index_unlink(idx, slot);
+	pmc_cut_point(PMC_CUT_EVICT_E1);
 }

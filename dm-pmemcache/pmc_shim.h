@@ -27,6 +27,9 @@ enum pmc_ptag {
 	PMC_P_NR,
 };
 
+/* Power-cut points of the test build; nothing in the product (pmc_cut.h). */
+#include "pmc_cut.h"
+
 #ifdef __KERNEL__
 
 #include <linux/types.h>

@@ -242,6 +242,8 @@ static void pmc_wb_submit(struct pmemcache *pc, const struct pmc_wb_cand *c,
 		}
 	}
 out:
+	if (!io->unsent && !io->status)
+		pmc_cut_point(PMC_CUT_WB_START);
 	pmc_wb_io_put(io);
 }
 
@@ -345,10 +347,13 @@ static void pmc_wb_flush_origin(struct pmemcache *pc, struct list_head *list)
 		any |= io->status == BLK_STS_OK;
 	if (!any)
 		return;
+	pmc_cut_point(PMC_CUT_WB_WRITTEN);
 	r = blkdev_issue_flush(pc->origin->bdev);
 	atomic64_inc(&pc->st.wb_flushes);
-	if (!r)
+	if (!r) {
+		pmc_cut_point(PMC_CUT_WB_FLUSHED);
 		return;
+	}
 	list_for_each_entry(io, list, list)
 		if (io->status == BLK_STS_OK)
 			io->status = errno_to_blk_status(r);

@@ -9,7 +9,15 @@
 #
 # With --script, the guest runs it and powers off; this script then exits
 # with the guest script's status (124: timeout, 125: no exit status seen,
-# i.e. the guest crashed).
+# i.e. the guest crashed, 123: the guest cut its own power, below).
+#
+# Power cuts from inside the guest: the test build of dm-pmemcache
+# (PMC_CUT_HOOKS, tests/test_window_cuts.py) writes a value V > 0 to the
+# isa-debug-exit port 0xf4 at a chosen point of the commit protocol. QEMU
+# then exits at once with status (V << 1) | 1, keeping exactly what the
+# guest stored in the NVDIMM file and nothing it held in RAM. This script
+# appends "run-vm: power cut by the guest: isa-debug-exit value V" to the
+# console log and exits with 123.
 #
 # Three channels, so that no parser ever has to untangle one from another:
 #   --log     the serial console: the kernel's messages (and init's banner)
@@ -140,6 +148,7 @@ qemu=(qemu-system-x86_64 -machine "$machine" -accel "$accel" -cpu max -smp 2
       -object "memory-backend-file,id=pm0,share=on,mem-path=$state/pmem.img,size=${pmem_size}M"
       -device nvdimm,memdev=pm0,id=nv0
       -kernel "$kernel" -initrd "$tmp/initrd.cpio.gz" -append "$cmdline $append"
+      -device isa-debug-exit,iobase=0xf4,iosize=0x04
       -no-reboot -nodefaults -display none "${args[@]}")
 
 if [ $interactive = 1 ]; then
@@ -170,6 +179,14 @@ if [ "$status" = 137 ]; then
 	exit 124
 fi
 rc=$(sed -n 's/^@@EXIT \([0-9]*\)@@$/\1/p' "$result" | tail -1)
+# QEMU exits with 1 on its own errors, timeout(1) with 125-127 on its own;
+# isa-debug-exit gives an odd status from 3 (values up to 49 here)
+if [ -z "$rc" ] && [ "$status" -ge 3 ] && [ "$status" -lt 100 ] && [ $((status & 1)) = 1 ]; then
+	msg="run-vm: power cut by the guest: isa-debug-exit value $((status >> 1))"
+	echo "$msg" >> "$log"
+	echo "$msg; console log: $log" >&2
+	exit 123
+fi
 if [ -z "$rc" ]; then
 	echo "run-vm: the guest ended without an exit status (crash?); console log: $log" >&2
 	exit 125

@@ -8,6 +8,14 @@
 #          runs with it (MUTANT_CUTS cuts over the volatile origin, default
 #          8: each mode twice); caught if that test fails with
 #          "acknowledged writes lost";
+#   window:POINT,...
+#          the module is built with PMC_CUT_HOOKS=1 and
+#          tests/test_window_cuts.py runs with it, cutting the power at
+#          those points (pmc_cut.h) in that order; caught if it fails with
+#          "acknowledged writes lost". These mutants break an ordering that
+#          matters only inside one window, which a random cut almost never
+#          hits: with MUTANT_COMPARE=1 each is also run by the vm checker
+#          (random cuts), reported on a line of its own and not counted;
 #   model  tests/host/crash_model is built over the mutant's pmc_meta.c and
 #          runs the make-test seeds (--ops 300, seeds 1 2 3, and the
 #          waitprev run --ops 600 --seed 2); caught if it reports a
@@ -33,6 +41,12 @@ MUTANTS=(
 	"origin flush before CLEAN (pmc_wb_flush_origin)|writeback.c|vm|s.replace('r = blkdev_issue_flush(pc->origin->bdev);', 'r = 0;', 1)"
 	"FUA of write-around (pmc_write_around)|io.c|vm|s.replace('bio->bi_opf |= REQ_FUA;', '', 1)"
 	"FUA of write-through in a full cache (pmc_through_write)|io.c|vm|s.replace('REQ_OP_WRITE | REQ_SYNC | REQ_FUA);', 'REQ_OP_WRITE | REQ_SYNC);', 1)"
+	# the older copy made FREE with the data (W1), before the new record
+	# exists (W3): only a cut between the two loses it
+	"older copy freed before the new record (W5 before W3)|pmc_meta.c|window:over_w2,over_w2,over_w2,over_w2|s.replace('\t/* W2: the data is durable', '\tif (old != PMC_NO_SLOT)\n\t\tpmc_meta_invalidate(m, old, PMC_P_FREE);\n\t/* W2: the data is durable', 1)"
+	# CLEAN stored before the origin flush (C1 before C0): one flush
+	# after the batch, its result ignored (if (0): no unused function)
+	"CLEAN before the origin flush (C1 before C0)|writeback.c|window:wb_c1,wb_c1,wb_c1|s.replace('\tpmc_wb_flush_origin(pc, &list);\n', '\tif (0)\n\t\tpmc_wb_flush_origin(pc, &list);\n', 1).replace('\tpmc_free_slots(pc, freed, nf);\n\tWRITE_ONCE(pc->starved, false);', '\tblkdev_issue_flush(pc->origin->bdev);\n\tpmc_free_slots(pc, freed, nf);\n\tWRITE_ONCE(pc->starved, false);', 1)"
 )
 # every pmem fence of the shared metadata code, one at a time
 while IFS=: read -r line text; do
@@ -75,6 +89,36 @@ EOF
 	log="$LOGS/$(tr -c 'A-Za-z0-9_.-' _ <<<"$name").log"
 	verdict="NOT caught"
 	case $checker in
+	window:*)
+		: > "$log"
+		if [ "${MUTANT_COMPARE:-0}" = 1 ]; then
+			# the same mutant under random cuts, for comparison
+			clog=${log%.log}.random.log
+			cverdict="NOT caught"
+			if make -s -C "$KSRC" O="$KBUILD" CC="ccache gcc" M="$tmp/dm-pmemcache" \
+				modules > "$clog" 2>&1; then
+				(cd "$REPO" && PMC_LONG=0 PMC_DURABLE_CUTS=${MUTANT_CUTS:-8} \
+					PMC_MUTANT_KO="$tmp/dm-pmemcache/dm-pmemcache.ko" \
+					KCACHE=$KCACHE KBUILD=$KBUILD $PY -m pytest -p no:cacheprovider -x -q \
+					tests/test_durability.py::test_power_cuts_over_a_volatile_origin) \
+					>> "$clog" 2>&1
+				grep -q "acknowledged writes lost" "$clog" && cverdict=caught
+			fi
+			echo "comparison, not counted: mutant $name under ${MUTANT_CUTS:-8} random cuts: $cverdict (log $clog)"
+			make -s -C "$KSRC" O="$KBUILD" M="$tmp/dm-pmemcache" clean > /dev/null 2>&1
+		fi
+		if ! make -s -C "$KSRC" O="$KBUILD" CC="ccache gcc" M="$tmp/dm-pmemcache" \
+			PMC_CUT_HOOKS=1 modules >> "$log" 2>&1; then
+			echo "mutant $name: does not build (log $log)"
+			rm -rf "$tmp"
+			continue
+		fi
+		(cd "$REPO" && PMC_LONG=0 PMC_CUT_POINTS=${checker#window:} \
+			PMC_CUT_KO="$tmp/dm-pmemcache/dm-pmemcache.ko" \
+			KCACHE=$KCACHE KBUILD=$KBUILD $PY -m pytest -p no:cacheprovider -x -q \
+			tests/test_window_cuts.py) >> "$log" 2>&1
+		grep -q "acknowledged writes lost" "$log" && verdict=caught
+		;;
 	vm)
 		if ! make -s -C "$KSRC" O="$KBUILD" CC="ccache gcc" M="$tmp/dm-pmemcache" \
 			modules > "$log" 2>&1; then

@@ -57,6 +57,10 @@ KERNEL_REPORTS = re.compile(
 
 EXIT_TIMEOUT = 124
 EXIT_CRASH = 125
+# The guest cut its own power (isa-debug-exit, the PMC_CUT_HOOKS test build
+# of tests/test_window_cuts.py); run-vm.sh appends CUT_LINE to the console.
+EXIT_CUT = 123
+CUT_LINE = re.compile(r"^run-vm: power cut by the guest: isa-debug-exit value (\d+)$", re.M)
 
 
 def build(cmd):

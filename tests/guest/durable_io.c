@@ -13,10 +13,19 @@
  *	part sequentially in 64 KiB writes (for seq_bypass).  Runs until
  *	killed (the power cut).
  *
+ *   durable_io discard DEV START SECTORS ID SEED
+ *	One thread that writes runs of 4 KiB blocks of [START, START +
+ *	SECTORS) with id ID and discards (BLKDISCARD) other runs, 50 times
+ *	a second, until
+ *	killed (tests/test_window_cuts.py: discards of cached blocks).  A
+ *	discard leaves a sector undefined, so every sector there must hold
+ *	zeros or ID's data, whole: check it with "START SECTORS 0,ID".
+ *
  *   durable_io check DEV EXPECT [OBSERVED]
  *	EXPECT has lines "<sector> <count> <id>[,<id>...]": each sector of
  *	the run must hold one of those writes, whole (id 0: never written,
- *	all zeros).  A line "# newer LO HI" also allows the ids LO..HI-1
+ *	all zeros).  A line "# newer LO HI" (up to MAX_NEWER of them) also
+ *	allows the ids LO..HI-1
  *	anywhere: writes issued after the last line the host saw (the
  *	console may lag behind the cut).  Prints "BAD <sector> <what>" for
  *	the first wrong sectors, "AMB <sector> <count> <id>" for the runs
@@ -38,12 +47,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/ioctl.h>
+#include <linux/fs.h>
 
 #define SECTOR		512
 #define WORDS		(SECTOR / 8)
 #define MAX_SECTORS	128		/* 64 KiB */
 #define MAGIC		0x31454c4241525544ULL	/* "DURABLE1" */
 #define MAX_IDS		8
+#define MAX_NEWER	256
 
 typedef uint64_t u64;
 
@@ -204,6 +216,40 @@ static int do_write(void)
 	return 0;
 }
 
+static int do_discard(u64 id)
+{
+	struct writer w = { .rnd = seed };
+	int fd = open(dev, O_RDWR | O_DIRECT);
+	u64 *buf, s, n, i, range[2];
+
+	if (fd < 0)
+		die("open");
+	if (posix_memalign((void **)&buf, 4096, MAX_SECTORS * SECTOR))
+		die("memalign");
+	say("DISCARDING=1\n");
+	for (;;) {
+		n = 8 * (1 + rnd(&w) % (MAX_SECTORS / 8));
+		s = start + (rnd(&w) % ((sectors - n) / 8 + 1)) * 8;
+		for (i = 0; i < n; i++)
+			fill(buf + i * WORDS, id, s + i);
+		if (pwrite(fd, buf, n * SECTOR, s * SECTOR) != (ssize_t)(n * SECTOR))
+			die("pwrite");
+		n = 8 * (1 + rnd(&w) % (MAX_SECTORS / 8));
+		s = start + (rnd(&w) % ((sectors - n) / 8 + 1)) * 8;
+		range[0] = s * SECTOR;
+		range[1] = n * SECTOR;
+		if (ioctl(fd, BLKDISCARD, range))
+			die("BLKDISCARD");
+		/*
+		 * At most 50 rounds a second: unthrottled, this thread frees
+		 * slots as fast as the writers take them, and the cache never
+		 * has to evict.
+		 */
+		usleep(20000);
+	}
+	return 0;
+}
+
 /* Consecutive sectors with the same id, printed as one line. */
 struct span {
 	u64 s, n;
@@ -251,13 +297,25 @@ static int parse(char *line, u64 *s, u64 *n, long long *id, unsigned int *nid)
 	return *n && *nid ? 0 : -1;
 }
 
+static int is_newer(long long got, const long long *lo, const long long *hi,
+		    unsigned int n)
+{
+	unsigned int i;
+
+	for (i = 0; i < n; i++)
+		if (got >= lo[i] && got < hi[i])
+			return 1;
+	return 0;
+}
+
 static int do_check(const char *expect, const char *observed)
 {
 	FILE *f = fopen(expect, "r"), *o = NULL;
 	int fd = open(dev, O_RDONLY | O_DIRECT);
 	u64 total = 0, ok = 0, bad = 0, s, n, i;
 	struct span amb = { 0 }, obs = { 0 };
-	long long id[MAX_IDS], newer_lo = 0, newer_hi = 0;
+	long long id[MAX_IDS], newer_lo[MAX_NEWER], newer_hi[MAX_NEWER];
+	unsigned int nnewer = 0;
 	unsigned int nid;
 	char line[512];
 	u64 *buf;
@@ -269,8 +327,12 @@ static int do_check(const char *expect, const char *observed)
 	if (posix_memalign((void **)&buf, 4096, MAX_SECTORS * SECTOR))
 		die("memalign");
 	while (fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "# newer %lld %lld", &newer_lo, &newer_hi) == 2)
+		if (nnewer < MAX_NEWER &&
+		    sscanf(line, "# newer %lld %lld", &newer_lo[nnewer],
+			   &newer_hi[nnewer]) == 2) {
+			nnewer++;
 			continue;
+		}
 		if (parse(line, &s, &n, id, &nid)) {
 			say("FAIL: durable_io: bad expect line: %s", line);
 			return 1;
@@ -288,7 +350,7 @@ static int do_check(const char *expect, const char *observed)
 				total++;
 				for (j = 0; j < nid && id[j] != got; j++)
 					;
-				if (j == nid && !(got >= newer_lo && got < newer_hi)) {
+				if (j == nid && !is_newer(got, newer_lo, newer_hi, nnewer)) {
 					if (bad++ < 40)
 						say("BAD %llu got %lld want %lld%s\n",
 						    (unsigned long long)(s + i), got,
@@ -329,11 +391,21 @@ int main(int argc, char **argv)
 			return 2;
 		return do_write();
 	}
+	if (argc >= 7 && !strcmp(argv[1], "discard")) {
+		dev = argv[2];
+		start = strtoull(argv[3], NULL, 0);
+		sectors = strtoull(argv[4], NULL, 0);
+		seed = strtoull(argv[6], NULL, 0);
+		if (sectors < MAX_SECTORS || start % 8 || sectors % 8)
+			return 2;
+		return do_discard(strtoull(argv[5], NULL, 0));
+	}
 	if (argc >= 4 && !strcmp(argv[1], "check")) {
 		dev = argv[2];
 		return do_check(argv[3], argc > 4 ? argv[4] : NULL);
 	}
 	fprintf(stderr, "usage: durable_io write DEV START SECTORS THREADS ID_BASE SEED [seq]\n"
+		"       durable_io discard DEV START SECTORS ID SEED\n"
 		"       durable_io check DEV EXPECT [OBSERVED]\n");
 	return 2;
 }
