@@ -28,7 +28,6 @@
  *       counted (instructions per cycle: index_bench.py).
  */
 #define _GNU_SOURCE
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,21 +57,6 @@ int pmc_pmem_read(void *dst, const void *src, size_t len)
 void pmc_random_bytes(void *p, size_t len)
 {
 	memset(p, 0x5a, len);
-}
-
-u64 pmc_now_seconds(void)
-{
-	return 0;
-}
-
-void pmc_log(int level, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
 }
 
 static u64 rng = 88172645463325252ULL;

@@ -15,7 +15,6 @@
  * Prints "seq_check: forged=N bad_seq=N last_seq=N lost=N" and exits 1 if
  * the overwrite was lost or the forged record was mapped.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -55,21 +54,6 @@ void pmc_random_bytes(void *p, size_t len)
 
 	while (len--)
 		*b++ = (u8)rand();
-}
-
-u64 pmc_now_seconds(void)
-{
-	return 0;
-}
-
-void pmc_log(int level, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
 }
 
 static int fill_byte(void *ctx, u8 *kaddr)
