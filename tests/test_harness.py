@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from vm import KBUILD, KMOD, EXIT_TIMEOUT, BootFiles, GuestRun, build_test_kmods, \
+from vm import KBUILD, KMOD, EXIT_TIMEOUT, VM, BootFiles, GuestRun, build_test_kmods, \
     qemu_aborted_before_boot
 
 
@@ -129,3 +129,20 @@ def test_only_a_qemu_abort_before_boot_is_booted_again(tmp_path, console, output
     files.out.write_text(output)
     files.qemu_stderr.write_text(ABORT if again is not None else "")
     assert qemu_aborted_before_boot(files) is bool(again)
+
+
+def test_concurrent_runs_on_one_checkout_never_share_a_log(tmp_path):
+    """Two pytest processes on one checkout (tests/mutants.sh runs one
+    beside the caller's) name boots of the same test alike: a log written
+    since this process started is someone else's and is skipped; an older
+    one is an earlier run's and is reused."""
+    os.utime(tmp_path, None)
+    old = tmp_path / "t.1.log"
+    old.write_text("an earlier run")
+    os.utime(old, (0, 0))
+    theirs = tmp_path / "t.2.log"
+    theirs.write_text("another process, now")
+    a, b = VM("t", tmp_path / "a"), VM("t", tmp_path / "b")
+    assert a._log_path(tmp_path) == old and old.read_text() == ""
+    assert b._log_path(tmp_path) == tmp_path / "t.3.log"   # skips 1 (a's) and 2
+    assert theirs.read_text() == "another process, now"

@@ -26,6 +26,10 @@ IMAGE = KCACHE / "guest-base.cpio.gz"
 # One folder per checkout: test runs of two checkouts (a worktree, a fresh
 # clone) that share KCACHE never overwrite each other's logs.
 LOGDIR = KCACHE / "test-logs" / ("%s-%s" % (REPO.name, hashlib.sha1(bytes(REPO)).hexdigest()[:8]))
+# Logs of this checkout written since this process started belong to
+# another pytest process on the same checkout (tests/mutants.sh runs one):
+# never reuse their names.
+PROCESS_START = time.time()
 RUN_VM = REPO / "qemu/run-vm.sh"
 
 
@@ -234,14 +238,25 @@ class VM:
             cmd += ["--files", "%s:%s" % (src, dst)]
         return cmd
 
-    def _log_path(self):
+    def _log_path(self, logdir=None):
         """The console log of the next boot; BootFiles.of() names the others."""
-        LOGDIR.mkdir(parents=True, exist_ok=True)
-        self.boots += 1
-        log = LOGDIR / ("%s.%d.log" % (self.name, self.boots))
-        # logs left by an earlier pytest run must never be read as this one's
-        BootFiles.of(log).unlink()
-        return log
+        logdir = logdir or LOGDIR
+        logdir.mkdir(parents=True, exist_ok=True)
+        while True:
+            self.boots += 1
+            log = logdir / ("%s.%d.log" % (self.name, self.boots))
+            try:
+                if log.stat().st_mtime >= PROCESS_START:
+                    continue        # a concurrent process's (or this one's) boot
+            except FileNotFoundError:
+                pass
+            # logs left by an earlier pytest run must never be read as this one's
+            BootFiles.of(log).unlink()
+            try:
+                os.close(os.open(log, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+                return log
+            except FileExistsError:
+                continue            # another process claimed it just now
 
     def run(self, script, *, check=True, allow_reports=False, **opts):
         """Boot, run script, power off. With check, a non-zero exit fails."""
