@@ -179,10 +179,10 @@ ndctl disable-namespace namespace0.0 > /dev/null 2>&1 && die "ndctl disabled a n
 echo NDCTL_REFUSED=1
 ns=$(basename "$(readlink -f /sys/block/pmem0/device)")
 echo "NS=$ns"
-dd if=/dev/urandom of=/tmp/b bs=1M count=64 2>/dev/null
+dd if=/dev/urandom of=/tmp/b bs=1M count=128 2>/dev/null
 dd if=/tmp/b of=/dev/mapper/pc bs=4k seek=4096 oflag=direct 2>/tmp/dd.err &
 wp=$!
-sleep 3
+sleep 2
 echo "$ns" > /sys/bus/nd/drivers/nd_pmem/unbind || die unbind
 [ -b /dev/pmem0 ] && die "pmem0 still there"
 wait $wp && die "the writer never failed"
@@ -190,8 +190,9 @@ acked=$(sed -n 's/^\([0-9]*\)+[0-9]* records out/\1/p' /tmp/dd.err)
 echo "ACKED=$acked"
 dd if=/dev/mapper/pc of=/dev/null bs=4k count=1 iflag=direct 2>/dev/null && die "read after unbind"
 echo READ_FAILED=1
-timeout 30 dmsetup message pc 0 flush 2>/dev/null
-echo "FLUSH_RC=$?"
+rc=0
+timeout 30 dmsetup message pc 0 flush 2>/dev/null || rc=$?
+echo "FLUSH_RC=$rc"
 status 2
 timeout 30 dmsetup remove pc || die "remove after unbind"
 echo "$ns" > /sys/bus/nd/drivers/nd_pmem/bind || die bind
@@ -219,7 +220,9 @@ def test_pmem_namespace_unbound_under_a_live_cache(vm):
     assert res.value("READ_FAILED") == "1"
     assert res.value("FLUSH_RC") not in ("0", "124"), res.value("FLUSH_RC")  # failed, not hung
     acked = int(res.value("ACKED"))
-    assert 0 < acked < 16384, acked           # the unbind came mid-write
+    # the unbind came mid-write; without pmc_pmem_enter() all 32768 writes
+    # are acknowledged into a mapping the namespace no longer has
+    assert 0 < acked < 32768, acked
     s1, s2, s3 = (parse_status(res.value("STATUS%d" % i)) for i in (1, 2, 3))
     assert s1["dirty"] == 4096 and s1["health"] == "ok", s1
     assert "pmem_gone" in s2["health"].split(","), s2
