@@ -12,6 +12,9 @@
  *                   loaded again
  *   full            a write waited all of full_wait for a free block;
  *                   ends when a block is freed
+ *   pmem_gone       the pmem namespace was unbound under the table: all
+ *                   I/O fails with -EIO, pmem keeps what it held; stays
+ *                   until the table is loaded again
  */
 #include <linux/dm-ioctl.h>
 #include <linux/ratelimit.h>
@@ -22,6 +25,7 @@ static const char *const pmc_health_names[PMC_H_NR] = {
 	[PMC_H_ORIGIN] = "origin_failing",
 	[PMC_H_MEDIA] = "media_errors",
 	[PMC_H_FULL] = "full",
+	[PMC_H_PMEM_GONE] = "pmem_gone",
 };
 
 static void pmc_health_log(struct pmemcache *pc, const char *name,
@@ -43,6 +47,10 @@ static void pmc_health_log(struct pmemcache *pc, const char *name,
 	case PMC_H_FULL:
 		DMWARN_LIMIT("%s: cache full: writes wait full_wait, then go around or through it",
 			     name);
+		break;
+	case PMC_H_PMEM_GONE:
+		DMERR("%s: pmem namespace gone: I/O fails with -EIO, pmem keeps its dirty blocks",
+		      name);
 		break;
 	}
 }

@@ -280,7 +280,10 @@ static void pmc_read_overlay(struct work_struct *work)
 	u64 oblock = pmc_sector_to_block(pc, bio->bi_iter.bi_sector);
 	u32 first, need = pmc_bio_mask(pc, bio, &first);
 	u32 slot;
+	int id = pmc_pmem_enter(pc);
 
+	if (id < 0)
+		bio->bi_status = BLK_STS_IOERR;
 	if (!bio->bi_status) {
 		down_read(&rio->st->lock);
 		slot = pmc_index_lookup(&pc->idx, oblock);
@@ -294,6 +297,8 @@ static void pmc_read_overlay(struct work_struct *work)
 		}
 		up_read(&rio->st->lock);
 	}
+	if (id >= 0)
+		pmc_pmem_exit(id);
 	atomic_dec(&rio->st->pinned);
 	bio_put(&rio->clone);
 	bio_endio(bio);
@@ -493,7 +498,7 @@ static void pmc_through_work(struct work_struct *work)
 	u32 first, mask = pmc_bio_mask(pc, bio, &first);
 	u32 slot, keep = 0, freed = PMC_NO_SLOT;
 	u64 v = 0;
-	int r;
+	int id, r;
 
 	/* A partial read in flight would overlay a copy that is gone. */
 	down_write(&st->lock);
@@ -507,15 +512,31 @@ static void pmc_through_work(struct work_struct *work)
 		v = pc->idx.slot[slot];
 		keep = pmc_slot_mask(v) & ~mask;
 	}
-	r = pmc_through_fill(pc, page_address(t->page), bio, first, slot, keep);
-	if (r) {
-		pmc_count_media_error(pc);
+	id = pmc_pmem_enter(pc);
+	if (id < 0) {
+		r = id;
 	} else {
+		r = pmc_through_fill(pc, page_address(t->page), bio, first,
+				     slot, keep);
+		pmc_pmem_exit(id);
+		if (r)
+			pmc_count_media_error(pc);
+	}
+	if (!r) {
 		r = pmc_through_write(pc, t->page, oblock, mask | keep);
 		if (r)
 			pmc_health_set(pc, PMC_H_ORIGIN, r);
 		else
 			pmc_health_clear(pc, PMC_H_ORIGIN);
+	}
+	/*
+	 * The namespace gone now: the old copy stays live in pmem and wins
+	 * over this write at the next load, so the write must not succeed.
+	 */
+	if (!r && slot != PMC_NO_SLOT) {
+		id = pmc_pmem_enter(pc);
+		if (id < 0)
+			r = id;
 	}
 	if (!r && slot != PMC_NO_SLOT) {
 		if (pmc_slot_flags(v) & PMC_SF_DIRTY) {
@@ -525,6 +546,7 @@ static void pmc_through_work(struct work_struct *work)
 		/* T2: durably FREE before the lock lets anyone see it gone. */
 		pmc_meta_drop_block(&pc->meta, &pc->idx, oblock, &freed);
 		pmc_meta_fence(PMC_P_FREE);
+		pmc_pmem_exit(id);
 	}
 	up_write(&st->lock);
 	atomic_dec(&st->around);
@@ -771,6 +793,7 @@ static int pmc_map_discard(struct pmemcache *pc, struct bio *bio)
 int pmc_map(struct dm_target *ti, struct bio *bio)
 {
 	struct pmemcache *pc = ti->private;
+	int id, r;
 
 	bio->bi_iter.bi_sector = dm_target_offset(ti, bio->bi_iter.bi_sector);
 	*pmc_bio_around(bio) = NULL;
@@ -791,16 +814,24 @@ int pmc_map(struct dm_target *ti, struct bio *bio)
 		}
 	}
 
+	id = pmc_pmem_enter(pc);
+	if (id < 0)
+		return DM_MAPIO_KILL;
 	switch (bio_op(bio)) {
 	case REQ_OP_READ:
-		return pmc_map_read(pc, bio);
+		r = pmc_map_read(pc, bio);
+		break;
 	case REQ_OP_WRITE:
-		return pmc_map_write(pc, bio);
+		r = pmc_map_write(pc, bio);
+		break;
 	case REQ_OP_DISCARD:
-		return pmc_map_discard(pc, bio);
+		r = pmc_map_discard(pc, bio);
+		break;
 	default:
-		return DM_MAPIO_KILL;
+		r = DM_MAPIO_KILL;
 	}
+	pmc_pmem_exit(id);
+	return r;
 }
 
 size_t pmc_read_front_pad(void)

@@ -105,6 +105,45 @@ err:
 	return -EINVAL;
 }
 
+/*
+ * The namespace can be unbound under a live table (a sysfs unbind, which
+ * ndctl's --force does): kill_dax() clears the dax device's alive bit and
+ * waits for every dax_read_lock() section, and the namespace's mapping is
+ * torn down right after.  So every use of pc->kaddr, and every page-less
+ * bio that points at pmem, starts inside pmc_pmem_enter(): once the
+ * namespace is gone the cache fails I/O with -EIO and stores nothing more;
+ * what pmem holds (dirty blocks included) is found again by the next table
+ * load on the namespace.  The section may sleep (it is SRCU).
+ *
+ * Returns the id for pmc_pmem_exit(), or -ENXIO if the namespace is gone.
+ */
+int pmc_pmem_enter(struct pmemcache *pc)
+{
+	int id = dax_read_lock();
+
+	if (likely(dax_alive(pc->dax)))
+		return id;
+	dax_read_unlock(id);
+	/* Not while the table is being built: the load just fails. */
+	if (pc->loaded && !pmc_pmem_gone(pc)) {
+		pmc_health_set(pc, PMC_H_PMEM_GONE, -ENXIO);
+		/* Waiters for writeback or a free block see it, give up. */
+		wake_up_all(&pc->wb_wait);
+		wake_up_all(&pc->free_wait);
+	}
+	return -ENXIO;
+}
+
+void pmc_pmem_exit(int id)
+{
+	dax_read_unlock(id);
+}
+
+bool pmc_pmem_gone(struct pmemcache *pc)
+{
+	return test_bit(PMC_H_PMEM_GONE, &pc->health);
+}
+
 void pmc_pmem_release(struct pmemcache *pc)
 {
 	if (pc->dax && pc->dax_owned)

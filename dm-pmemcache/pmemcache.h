@@ -36,6 +36,7 @@ enum pmc_health_bit {
 	PMC_H_ORIGIN,
 	PMC_H_MEDIA,
 	PMC_H_FULL,
+	PMC_H_PMEM_GONE,
 	PMC_H_NR
 };
 
@@ -204,6 +205,9 @@ static inline struct pmc_stripe *pmc_stripe_of(struct pmemcache *pc,
 /* pmem.c */
 int pmc_pmem_claim(struct pmemcache *pc, char **error);
 void pmc_pmem_release(struct pmemcache *pc);
+int pmc_pmem_enter(struct pmemcache *pc);
+void pmc_pmem_exit(int id);
+bool pmc_pmem_gone(struct pmemcache *pc);
 int pmc_origin_identity(struct pmemcache *pc, struct pmc_origin_id *oid);
 int pmc_copy_from_pmem(void *dst, const void *src, size_t len);
 bool pmc_pmem_range_bad(struct pmemcache *pc, u64 byte_off, u32 len);

@@ -323,7 +323,7 @@ static int pmc_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	struct dm_arg_set as = { .argc = argc, .argv = argv };
 	struct pmemcache *pc;
 	unsigned int bs, i;
-	int r;
+	int id, r;
 
 	if (argc < 3) {
 		ti->error = "Not enough arguments (need origin_dev pmem_dev block_size)";
@@ -404,7 +404,14 @@ static int pmc_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	r = pmc_pmem_claim(pc, &ti->error);
 	if (r)
 		goto bad;
+	id = pmc_pmem_enter(pc);
+	if (id < 0) {
+		ti->error = "pmem namespace is gone";
+		r = id;
+		goto bad;
+	}
 	r = pmc_load_check(pc, &ti->error);
+	pmc_pmem_exit(id);
 	if (r)
 		goto bad;
 
@@ -626,11 +633,17 @@ static void pmc_postsuspend(struct dm_target *ti)
 static int pmc_preresume(struct dm_target *ti)
 {
 	struct pmemcache *pc = ti->private;
-	int r;
+	int id, r;
 
 	if (pc->loaded)
 		return 0;
-	r = pmc_load(pc);
+	id = pmc_pmem_enter(pc);
+	if (id < 0) {
+		r = id;
+	} else {
+		r = pmc_load(pc);
+		pmc_pmem_exit(id);
+	}
 	if (r)
 		DMERR("%s: cannot load the cache (%d)", pc->pmem_dev->name, r);
 	return r;

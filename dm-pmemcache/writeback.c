@@ -291,6 +291,7 @@ static void pmc_wb_work(struct work_struct *work)
 	enum pmc_wb_mode mode;
 	unsigned int sel, budget, n;
 	long pause;
+	int id;
 
 	if (READ_ONCE(pc->suspended))
 		return;
@@ -312,7 +313,12 @@ static void pmc_wb_work(struct work_struct *work)
 			if (!budget)
 				break;
 		}
+		/* Bounce copies and page-less bios read pmem. */
+		id = pmc_pmem_enter(pc);
+		if (id < 0)
+			break;
 		n = pmc_wb_pass(pc, sel, budget);
+		pmc_pmem_exit(id);
 		if (mode == PMC_WB_RATE)
 			pmc_rate_charge(pc, n);
 		if (!n) {
@@ -367,14 +373,17 @@ static void pmc_wb_endio_work(struct work_struct *work)
 	unsigned int nf = 0, i;
 	bool retry_later = false;
 	LIST_HEAD(list);
+	int id;
 
 	spin_lock_irq(&pc->endio_lock);
 	list_splice_init(&pc->endio_list, &list);
 	spin_unlock_irq(&pc->endio_lock);
 	pmc_wb_flush_origin(pc, &list);
 
+	/* The namespace gone: no CLEAN store, the blocks stay dirty there. */
+	id = pmc_pmem_enter(pc);
 	list_for_each_entry_safe(io, tmp, &list, list) {
-		bool ok = io->status == BLK_STS_OK;
+		bool ok = io->status == BLK_STS_OK && id >= 0;
 
 		if (io->status == BLK_STS_NOTSUPP && io->pfn) {
 			/* The origin refuses page-less bios: bounce from now. */
@@ -382,7 +391,7 @@ static void pmc_wb_endio_work(struct work_struct *work)
 				DMWARN("origin refused pfn writeback, switching to bounce pages");
 			WRITE_ONCE(pc->pfn_failed, true);
 			atomic64_inc(&pc->st.wb_notsupp);
-		} else if (!ok && !io->unsent) {
+		} else if (!ok && !io->unsent && id >= 0) {
 			atomic64_inc(&pc->st.wb_errors);
 			if (io->status != BLK_STS_MEDIUM)
 				pmc_health_set(pc, PMC_H_ORIGIN,
@@ -438,6 +447,8 @@ static void pmc_wb_endio_work(struct work_struct *work)
 		atomic_sub(io->n, &pc->wb_inflight);
 		kfree(io);
 	}
+	if (id >= 0)
+		pmc_pmem_exit(id);
 	pmc_free_slots(pc, freed, nf);
 	WRITE_ONCE(pc->starved, false);
 	/* Blocks may be clean now: writers waiting for a slot evict them. */
@@ -487,7 +498,8 @@ int pmc_writeback_all(struct pmemcache *pc)
 				     (!atomic64_read(&pc->n_dirty) &&
 				      !atomic_read(&pc->wb_inflight)) ||
 				     atomic64_read(&pc->st.wb_errors) != errors ||
-				     READ_ONCE(pc->suspended));
+				     READ_ONCE(pc->suspended) ||
+				     pmc_pmem_gone(pc));
 	atomic_dec(&pc->flushers);
 	if (r)
 		return r;

@@ -8,7 +8,11 @@
   unload refused while a table uses the target and allowed after it is
   removed, then media errors on pmem: ranges written to
   /sys/block/pmem0/badblocks make reads of cached blocks fail with -EIO and
-  count in media_errors (one boot).
+  count in media_errors (one boot);
+- the pmem namespace unbound under a live cache (what `ndctl
+  disable-namespace` refuses to do, a sysfs unbind does): I/O fails with
+  -EIO, flush and remove end, health says pmem_gone, no kernel report;
+  bound again, the cache loads every acknowledged write (one boot).
 
 The origin returning errors for a while is test_target.py's
 test_origin_errors_keep_blocks_dirty_and_are_retried.
@@ -160,3 +164,68 @@ def test_suspend_reload_under_io_rmmod_and_pmem_badblocks(vm):
     s3 = parse_status(res.value("STATUS3"))
     assert s3["dirty"] == 65 and s3["media_errors"] > s2["media_errors"], s3
     assert s3["wb_pfn_blocks"] + s3["wb_bounce_blocks"] == 8, s3
+
+
+# The namespace goes while a writer runs: dirty blocks of before and
+# every write acknowledged until then must be found again.
+PMEM_GONE = r"""
+pmc_init
+md_make md0 raid1 2 a
+dm_create pc "$(pmc_table md0 '4 high_watermark 100 low_watermark 100')" || die create
+dd if=/dev/urandom of=/tmp/a bs=1M count=16 2>/dev/null
+dd if=/tmp/a of=/dev/mapper/pc bs=1M oflag=direct 2>/dev/null || die "write a"
+status 1
+ndctl disable-namespace namespace0.0 > /dev/null 2>&1 && die "ndctl disabled a namespace in use"
+echo NDCTL_REFUSED=1
+ns=$(basename "$(readlink -f /sys/block/pmem0/device)")
+echo "NS=$ns"
+dd if=/dev/urandom of=/tmp/b bs=1M count=128 2>/dev/null
+dd if=/tmp/b of=/dev/mapper/pc bs=4k seek=4096 oflag=direct 2>/tmp/dd.err &
+wp=$!
+sleep 2
+echo "$ns" > /sys/bus/nd/drivers/nd_pmem/unbind || die unbind
+[ -b /dev/pmem0 ] && die "pmem0 still there"
+wait $wp && die "the writer never failed"
+acked=$(sed -n 's/^\([0-9]*\)+[0-9]* records out/\1/p' /tmp/dd.err)
+echo "ACKED=$acked"
+dd if=/dev/mapper/pc of=/dev/null bs=4k count=1 iflag=direct 2>/dev/null && die "read after unbind"
+echo READ_FAILED=1
+rc=0
+timeout 30 dmsetup message pc 0 flush 2>/dev/null || rc=$?
+echo "FLUSH_RC=$rc"
+status 2
+timeout 30 dmsetup remove pc || die "remove after unbind"
+echo "$ns" > /sys/bus/nd/drivers/nd_pmem/bind || die bind
+n=0
+while [ ! -b /dev/pmem0 ] && [ $n -lt 50 ]; do sleep 0.2; n=$((n + 1)); done
+dm_create pc "$(pmc_table md0 '4 high_watermark 100 low_watermark 100')" || die "create again"
+status 3
+dd if=/dev/mapper/pc of=/tmp/r bs=1M count=16 iflag=direct 2>/dev/null || die "read a"
+cmp /tmp/a /tmp/r || die "dirty blocks of before lost"
+dd if=/dev/mapper/pc of=/tmp/r bs=4k skip=4096 count=$acked iflag=direct 2>/dev/null || die "read b"
+cmp -n $((acked * 4096)) /tmp/b /tmp/r || die "acknowledged writes lost"
+dmsetup message pc 0 flush || die flush
+dmsetup remove pc || die remove
+dd if=/dev/md0 of=/tmp/r bs=4k count=$((4096 + acked)) iflag=direct 2>/dev/null || die "read md"
+cmp -n 16777216 /tmp/a /tmp/r || die "a not on md"
+dd if=/tmp/r of=/tmp/rb bs=4k skip=4096 2>/dev/null
+cmp -n $((acked * 4096)) /tmp/b /tmp/rb || die "b not on md"
+echo DATA_OK=1
+"""
+
+
+def test_pmem_namespace_unbound_under_a_live_cache(vm):
+    res = run_target(vm, PMEM_GONE, timeout=900)
+    assert res.value("NDCTL_REFUSED") == "1"
+    assert res.value("READ_FAILED") == "1"
+    assert res.value("FLUSH_RC") not in ("0", "124"), res.value("FLUSH_RC")  # failed, not hung
+    acked = int(res.value("ACKED"))
+    # the unbind came mid-write; without pmc_pmem_enter() all 32768 writes
+    # are acknowledged into a mapping the namespace no longer has
+    assert 0 < acked < 32768, acked
+    s1, s2, s3 = (parse_status(res.value("STATUS%d" % i)) for i in (1, 2, 3))
+    assert s1["dirty"] == 4096 and s1["health"] == "ok", s1
+    assert "pmem_gone" in s2["health"].split(","), s2
+    assert s3["dirty"] >= 4096 + acked and s3["health"] == "ok", s3
+    assert res.value("DATA_OK") == "1"
+    assert "pmem namespace gone: I/O fails with -EIO" in res.console
