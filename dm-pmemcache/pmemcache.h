@@ -249,6 +249,7 @@ static inline void pmc_count_media_error(struct pmemcache *pc)
 int pmc_writeback_init(struct pmemcache *pc);
 void pmc_writeback_exit(struct pmemcache *pc);
 void pmc_writeback_kick(struct pmemcache *pc);
+void pmc_writeback_age_changed(struct pmemcache *pc);
 void pmc_writeback_stop(struct pmemcache *pc);
 void pmc_writeback_shutdown(struct pmemcache *pc);
 void pmc_writeback_start(struct pmemcache *pc);

@@ -21,7 +21,7 @@
 #define PMC_OPT_FORMAT		"format"
 
 /*
- * Features with a number.  All but max_age can also be changed with a
+ * Features with a number.  Those marked live can also be changed with a
  * message ("<name> <value>") while the cache runs.
  */
 struct pmc_tunable {
@@ -42,8 +42,8 @@ static const struct pmc_tunable pmc_tunables[] = {
 		    "Invalid low_watermark (0-100)", true),
 	PMC_TUNABLE("writeback_jobs", 1, 65536, wb_jobs,
 		    "Invalid writeback_jobs (1-65536)", true),
-	PMC_TUNABLE("max_age", 1, 86400000, max_age_ms,
-		    "Invalid max_age (1-86400000 ms)", false),
+	PMC_TUNABLE("max_age", 0, 86400000, max_age_ms,
+		    "Invalid max_age (0-86400000 ms, 0: off)", true),
 	PMC_TUNABLE("stripe_blocks", 0, PMC_MAX_STRIPE_BLOCKS, stripe_cfg,
 		    "Invalid stripe_blocks (0-4096)", true),
 	PMC_TUNABLE("full_wait", 0, 60000, full_wait_ms,
@@ -584,6 +584,8 @@ static int pmc_message_tunable(struct pmemcache *pc, unsigned int argc,
 	}
 	if (t == pmc_tunable_find("stripe_blocks"))
 		DMINFO("stripe_blocks takes effect at the next resume");
+	if (t == pmc_tunable_find("max_age"))
+		pmc_writeback_age_changed(pc);
 	pmc_writeback_kick(pc);
 	return 0;
 }

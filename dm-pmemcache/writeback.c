@@ -464,7 +464,13 @@ static void pmc_age_work(struct work_struct *work)
 	struct pmemcache *pc = container_of(to_delayed_work(work),
 					    struct pmemcache, age_work);
 	u32 cur = atomic_read(&pc->epoch) & 3, e;
+	unsigned int max_age = READ_ONCE(pc->max_age_ms);
 
+	if (!max_age) {
+		/* Switched off by a message. */
+		WRITE_ONCE(pc->age_pending, false);
+		return;
+	}
 	/* Advance only into an epoch that has no dirty blocks left. */
 	if (!atomic64_read(&pc->epoch_dirty[(cur + 1) & 3])) {
 		atomic_inc(&pc->epoch);
@@ -479,7 +485,22 @@ static void pmc_age_work(struct work_struct *work)
 	}
 	if (!READ_ONCE(pc->suspended))
 		queue_delayed_work(pc->wq, &pc->age_work,
-				   msecs_to_jiffies(max(pc->max_age_ms / 2, 1U)));
+				   msecs_to_jiffies(max(max_age / 2, 1U)));
+}
+
+/*
+ * max_age changed by a message: restart the epoch clock at the new pace
+ * (or start it: the table may have had none).  Suspended, resume starts
+ * it; a work queued in a race with suspend only kicks writeback, which
+ * does nothing while suspended, and the destructor cancels it.
+ */
+void pmc_writeback_age_changed(struct pmemcache *pc)
+{
+	unsigned int max_age = READ_ONCE(pc->max_age_ms);
+
+	if (max_age && !READ_ONCE(pc->suspended))
+		mod_delayed_work(pc->wq, &pc->age_work,
+				 msecs_to_jiffies(max(max_age / 2, 1U)));
 }
 
 /*

@@ -48,7 +48,7 @@ SMALL_PMEM, ONE_BLOCK_PMEM, TINY_PMEM = "/dev/pmem0p1", "/dev/pmem0p2", "/dev/pm
 # name -> (min, max) for features with a value, None for flags
 FEATURES = {
     "high_watermark": (0, 100), "low_watermark": (0, 100),
-    "writeback_jobs": (1, 65536), "max_age": (1, 86400000),
+    "writeback_jobs": (1, 65536), "max_age": (0, 86400000),
     "stripe_blocks": (0, 4096), "full_wait": (0, 60000), "seq_bypass": (0, 1048576),
     "writeback": None, "flush_on_suspend": None, "cleaner": None, "format": None,
 }
@@ -226,7 +226,7 @@ VALID_MESSAGES = ["flush", "clear_stats", "cleaner", "nocleaner", "FLUSH", "Clea
 # "<feature> <value>" messages whose outcome does not depend on the state
 TUNABLE_MESSAGES = [("writeback_jobs 64", True), ("full_wait 100", True),
                     ("seq_bypass 0", True), ("stripe_blocks 0", True),
-                    ("WRITEBACK_JOBS 1024", True), ("max_age 5000", False),
+                    ("WRITEBACK_JOBS 1024", True), ("max_age 5000", True),
                     ("high_watermark 101", False), ("writeback_jobs 4294967297", False),
                     ("full_wait 60001", False), ("low_watermark 4294967296", False),
                     ("writeback_jobs 0", False), ("seq_bypass 1e3", False),

@@ -62,8 +62,11 @@ fio_job s6 /dev/mapper/pc %(s6)s
 dmsetup message pc 0 low_watermark 0 || die "low_watermark 0"
 dmsetup message pc 0 high_watermark 0 || die "high_watermark 0"
 wait_clean "high_watermark 0"
-dmsetup reload pc --table "0 7 pmemcache /dev/md0 /dev/pmem0 4096 2 max_age 500" || die "reload max_age"
-dmsetup resume pc || die "resume max_age"
+# max_age by message, on a table that had none: only it cleans s1
+dmsetup message pc 0 high_watermark 100 || die "high_watermark 100"
+dmsetup message pc 0 low_watermark 100 || die "low_watermark 100"
+dmsetup message pc 0 max_age 500 || die "message max_age"
+dmsetup message pc 0 clear_stats
 fio_job s1 /dev/mapper/pc %(s1)s
 wait_clean max_age
 status 2

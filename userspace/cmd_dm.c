@@ -440,7 +440,7 @@ int cmd_create(int argc, char **argv)
 			r = parse_feature("writeback-jobs", optarg, 1, JOBS_MAX, &o.wb_jobs);
 			break;
 		case OPT_AGE:
-			r = parse_feature("max-age", optarg, 1, MAX_AGE_MAX, &o.max_age);
+			r = parse_feature("max-age", optarg, 0, MAX_AGE_MAX, &o.max_age);
 			break;
 		case OPT_WB:
 			if (strcmp(optarg, "pfn") && strcmp(optarg, "bounce") &&
