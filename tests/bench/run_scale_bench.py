@@ -241,6 +241,11 @@ def derive(boots):
     for k in ("create_format_s", "create_load_empty_s", "create_load_dirty_s"):
         if s.get(k) is not None and l.get(k) is not None:
             d[k + "_per_gib_slope"] = (l[k] - s[k]) / (l["gib"] - s["gib"])
+            # linearity: the sizes between, against the line through the ends
+            d[k + "_between"] = [
+                {"gib": m["gib"], "measured": m[k],
+                 "line": s[k] + d[k + "_per_gib_slope"] * (m["gib"] - s["gib"])}
+                for m in ok[1:-1] if m.get(k) is not None]
     return d
 
 
@@ -331,6 +336,14 @@ def write_md(res):
                   d["small_gib"], d["large_gib"], f(d["create_format_s_per_gib_slope"], 3),
                   f(d.get("create_load_empty_s_per_gib_slope"), 3),
                   f(d.get("create_load_dirty_s_per_gib_slope"), 3))]
+        between = d.get("create_format_s_between", []) + d.get("create_load_empty_s_between", [])
+        if between:
+            L.append("\nAgainst the straight line through the two ends: " + "; ".join(
+                "%s at %d GiB %s s measured, %s s on the line" % (
+                    what, m["gib"], f(m["measured"]), f(m["line"]))
+                for what, key in (("create + format", "create_format_s_between"),
+                                  ("recovery load", "create_load_empty_s_between"))
+                for m in d.get(key, [])) + ".")
     L += ["", "## Per-write cost and latency", "",
           "4 KiB random writes, QD1 (`psync`, O_DIRECT), %d s per run, %d run(s) per boot, over a "
           "%d MiB working set written once sequentially before, so every timed write rewrites a "
