@@ -342,6 +342,16 @@ def issue15(add):
                 x(d.get("p999_ms_pmc_vs_wc")), x(d.get("p999_ms_pmc_vs_md")),
                 x(d.get("iops_pmc_vs_md")), x(d.get("pmc_max_ms_worst"), 0, ""),
                 x(d.get("pmc_max_bound_ms"), 0, "")))
+        waits = [int(r["full_waits"]) - int(r.get("fill_full_waits", 0))
+                 for k, r in o.get("runs", {}).items()
+                 if k.startswith("pmc-") and str(r.get("full_waits", "")).isdigit()]
+        if waits and not any(waits):
+            add("  dm-pmemcache never waited for a free block in these runs (its stripe-aware "
+                "writeback kept up with the offered load), so the full_wait path was not "
+                "exercised; overload.md says more.")
+        b = o.get("boot", {})
+        if b.get("start", {}).get("qemu_processes") or b.get("end", {}).get("qemu_processes"):
+            add("  Run on a loaded machine (other QEMU guests beside it).")
     if "scale" in pages:
         sc = load("scale")
         d, st = sc.get("derived", {}), sc.get("settings", {})
@@ -357,6 +367,15 @@ def issue15(add):
                 x(d.get("create_format_s_per_gib_slope"), 3, ""),
                 x(d.get("create_load_empty_s_per_gib_slope"), 3, ""),
                 x(d.get("slope_MemFree_b_per_block"), 1, "")))
+        boots = sc.get("boots", {}).values()
+        spread = [b.get(k) for b in boots for k in ("p99_us_spread", "host_cpu_us_per_write_spread",
+                                                     "guest_cpu_us_per_write_spread") if b.get(k)]
+        if spread:
+            add("  The runs within one boot spread up to %s (p99, CPU per write): ratios closer "
+                "to 1.0x than that are within the noise.%s" % (
+                    x(max(spread)), " Run on a loaded machine (other QEMU guests beside it)."
+                    if any(b["start"].get("qemu_processes") or b["end"].get("qemu_processes")
+                           for b in boots) else ""))
     add("")
     print("wrote %s" % DOC)
 

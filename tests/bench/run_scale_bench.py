@@ -288,6 +288,13 @@ def write_md(res):
             f(b["minutes"], 1), b.get("host_state_mb", "–"),
             "ok" if b["rc"] == 0 and b["done"] and not b["report"] else
             "rc %s%s" % (b["rc"], ", kernel report: " + b["report"] if b["report"] else "")))
+    loaded = [b for b in order if b["start"]["qemu_processes"] or b["end"]["qemu_processes"]]
+    if loaded:
+        L += ["", "**A loaded machine:** other QEMU guests were running on the host's %d CPUs "
+              "during the boot(s) of %s GiB (counts above). Each size is its own boot, so the "
+              "ratios between sizes also carry the difference in host load between boots, "
+              "which the spread of the runs within one boot does not show." % (
+                  os.cpu_count(), ", ".join(str(b["gib"]) for b in loaded))]
     L += ["", "## DRAM per cached block", "",
           "From /proc/meminfo in the guest, after `sync` and dropping the page cache, just before "
           "and just after `dmsetup create ... format`: the MemFree drop is everything the table "
