@@ -87,12 +87,18 @@ demo: kernel image $(if $(wildcard dm-pmemcache/Kbuild),module)
 		$(foreach k,$(wildcard dm-pmemcache/*.ko),--files $(k):/lib/modules/extra/$(notdir $(k)))
 
 # fio benchmarks side by side (issue 8): one boot per member model and
-# origin layout; writes docs/benchmarks.md and docs/bench/. BENCH_QUICK=1
-# for short runs. Uses the kernel that make test built (never builds one).
+# origin layout; writes docs/benchmarks.md and docs/bench/. Before it: the
+# writeback boots, sustained overload against dm-writecache and bare md
+# (docs/bench/overload.md) and the scale boots at 1, 16 and 64 GiB of pmem
+# (docs/bench/scale.md; sparse NVDIMM files, deleted after each boot).
+# BENCH_QUICK=1 for short runs. Uses the kernel that make test built
+# (never builds one).
 bench: image
 	@test -f $(BZIMAGE) || { echo "no kernel at $(BZIMAGE): run make kernel (or make test) first"; exit 1; }
 	@$(MAKE) -s -C $(KSRC) O=$(KBUILD) CC="ccache gcc" M=$(CURDIR)/dm-pmemcache modules
 	@KCACHE=$(KCACHE) KBUILD=$(KBUILD) $(PY) tests/bench/run_wb_bench.py
+	@KCACHE=$(KCACHE) KBUILD=$(KBUILD) $(PY) tests/bench/run_overload_bench.py
+	@KCACHE=$(KCACHE) KBUILD=$(KBUILD) $(PY) tests/bench/run_scale_bench.py
 	@KCACHE=$(KCACHE) KBUILD=$(KBUILD) $(PY) tests/bench/run_bench.py
 
 # pmemcachectl check on a 64 GiB image: this tree against the version that

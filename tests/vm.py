@@ -216,6 +216,10 @@ class VM:
     def command(self, script, *, files=(), iommu="none", append="", timeout=600,
                 disks=6, disk_size=512, pmem_size=1024, throttle=None, memory=2048,
                 log=None):
+        """The run-vm.sh command line of one boot. Sizes in MiB. pmem_size
+        up to 64 GiB works with the default memory (a sparse NVDIMM file;
+        run-vm.sh checks the host has room for what the guest may write,
+        and the module's index needs about 250 MB at 64 GiB)."""
         if not BZIMAGE.exists():
             raise RuntimeError("no kernel at %s: run make kernel" % BZIMAGE)
         script_path = self.state / ("script-%d.sh" % self.boots)
