@@ -82,7 +82,7 @@ void pmctl_default_name(const uint8_t u[16], char *out, size_t len);
 /* A block device as sysfs shows it. */
 struct pmctl_blk {
 	char name[64];			/* kernel name: "md0", "pmem0" */
-	char path[4096];		/* its node: "/dev/md0" */
+	char path[512];		/* its node: "/dev/md0" */
 	unsigned int major, minor;
 	uint64_t sectors;
 };
