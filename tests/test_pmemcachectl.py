@@ -1507,3 +1507,164 @@ def test_vm_set_changes_the_running_cache(vm, guest):
     # the refusals changed nothing
     assert res.value("T2") == res.value("T1").replace(" 13 ", " 12 ").replace(" cleaner", "")
 
+
+# ---------------------------------------------------------- activate (VM) --
+# Boot 1: a cache over md, written, then the power goes (the script ends,
+# nothing is removed; high watermark 100: every block stays dirty).
+ACT_BOOT1 = r"""
+pmc_init
+md_make md0 raid5 4 a
+pmemcachectl create pc --origin /dev/md0 --cache /dev/pmem0 \
+	--high-watermark 100 --low-watermark 100 || die create
+echo "UUID1=$(dmsetup info -c --noheadings -o uuid pc)"
+echo "PROBE1=$(pmemcachectl udev-probe pmem0 | tr '\n' ' ')"
+echo "LIST1=$(pmemcachectl list --json | tr -d '\n')"
+fio_job act /dev/mapper/pc %(job)s
+echo DONE=1
+"""
+
+# Boot 2: no udev here, so the tool runs by hand what the rule would run.
+ACT_BOOT2 = r"""
+insmod /lib/modules/extra/dm-pmemcache.ko || die insmod
+ndevs() { dmsetup info -c --noheadings -o name 2>/dev/null | grep -vc '^No devices' || true; }
+# show KEY FILE: the file on one line, lines joined by '|'
+show() { echo "$1=$(tr '\n' '|' < "$2" | sed 's/|$//')"; }
+set +e
+# md not assembled yet: the origin is missing, nothing is created
+pmemcachectl activate --all > /tmp/o 2> /tmp/e; echo "ACT1_RC=$?"
+show ACT1_OUT /tmp/o; show ACT1_ERR /tmp/e
+echo "ACT1_DEVS=$(ndevs)"
+pmemcachectl activate --all --wait 2 2> /tmp/e; echo "ACTW_RC=$?"
+show ACTW_ERR /tmp/e
+mdadm --assemble --run /dev/md0 /dev/vda /dev/vdb /dev/vdc /dev/vdd 2>&1 || die assemble
+echo "PROBE_MD=$(pmemcachectl udev-probe md0 | tr '\n' ' ')"
+echo "PROBE_VDE=$(pmemcachectl udev-probe vde | tr '\n' ' ')"
+# re-attaching dirty blocks by hand needs --force
+pmemcachectl create pc -o /dev/md0 -c /dev/pmem0 2> /tmp/e; echo "DIRTY_RC=$?"
+show DIRTY_ERR /tmp/e
+echo "DIRTY_DEVS=$(ndevs)"
+pmemcachectl activate --all > /tmp/o 2> /tmp/e; echo "ACT2_RC=$?"
+show ACT2_OUT /tmp/o; show ACT2_ERR /tmp/e
+# not $name: fio_check (the prelude) sets it
+cname=$(dmsetup info -c --noheadings -o name | head -1)
+echo "NAME=$cname"
+echo "UUID2=$(dmsetup info -c --noheadings -o uuid "$cname")"
+echo "TABLE2=$(dmsetup table "$cname")"
+pmemcachectl activate --all > /tmp/o 2> /tmp/e; echo "ACT3_RC=$?"
+show ACT3_OUT /tmp/o; show ACT3_ERR /tmp/e
+echo "ACT3_DEVS=$(ndevs)"
+pmemcachectl activate /dev/pmem0 --name other > /tmp/o; echo "ACT4_RC=$?"
+show ACT4_OUT /tmp/o
+echo "STATUS2=$(pmemcachectl status "$cname" --json --interval 0 | tr -d '\n')"
+set -e
+fio_check act "/dev/mapper/$cname" %(job)s
+set +e
+# remove --keep-dirty: refused without --force, then marked
+pmemcachectl remove "$cname" --keep-dirty 2> /tmp/e; echo "KEEP_RC=$?"
+show KEEP_ERR /tmp/e
+pmemcachectl remove "$cname" --keep-dirty --force > /tmp/o 2> /tmp/e; echo "KEEPF_RC=$?"
+show KEEPF_OUT /tmp/o; show KEEPF_ERR /tmp/e
+echo "PROBE_KEPT=$(pmemcachectl udev-probe md0 | tr '\n' ' ')"
+pmemcachectl activate --all 2> /tmp/e; echo "ACT5_RC=$?"
+show ACT5_ERR /tmp/e; echo "ACT5_DEVS=$(ndevs)"
+pmemcachectl create pc -o /dev/md0 -c /dev/pmem0 2> /tmp/e; echo "KDIRTY_RC=$?"
+show KDIRTY_ERR /tmp/e
+pmemcachectl create pc -o /dev/md0 -c /dev/pmem0 --force > /tmp/o 2> /tmp/e; echo "FORCE_RC=$?"
+show FORCE_OUT /tmp/o
+echo "UUID3=$(dmsetup info -c --noheadings -o uuid pc)"
+echo "PROBE_FORCED=$(pmemcachectl udev-probe md0 | tr '\n' ' ')"
+set -e
+fio_check act /dev/mapper/pc %(job)s
+# a plain remove flushes and forgets the clean cache: activate finds none
+pmemcachectl remove pc --quiet > /tmp/o || die remove
+show RM_OUT /tmp/o
+fio_check act /dev/md0 %(job)s
+pmemcachectl activate --all > /tmp/o; show ACT6_OUT /tmp/o
+# over a blank namespace the module formats on resume: the UUID comes after
+pmemcachectl create pc2 -o /dev/md0 -c /dev/pmem0 || die "create blank"
+echo "UUID4=$(dmsetup info -c --noheadings -o uuid pc2)"
+echo "PROBE4=$(pmemcachectl udev-probe pmem0 | tr '\n' ' ')"
+# detach: a linear table under the same DM UUID, the superblock cleared
+pmemcachectl detach pc2 --quiet > /dev/null || die detach
+echo "UUID5=$(dmsetup info -c --noheadings -o uuid pc2)"
+echo "TABLE5=$(dmsetup table pc2)"
+pmemcachectl activate --all > /tmp/o; show ACT7_OUT /tmp/o
+echo DONE=1
+"""
+
+
+def kv(line):
+    return dict(w.split("=", 1) for w in line.split())
+
+
+def test_vm_activate_after_power_off_by_identity(vm, guest):
+    job = "--rw=write --bs=64k --size=8m --offset=0"
+    r1 = vm.run(guest.PRELUDE + ACT_BOOT1 % dict(job=job), timeout=600)
+    assert r1.value("DONE") == "1"
+    p1 = kv(r1.value("PROBE1"))
+    u = p1["PMEMCACHE_CACHE_UUID"]
+    # create over a blank namespace: the DM UUID of the superblock it formatted
+    assert r1.value("UUID1") == "PMEMCACHE-" + u == p1["PMEMCACHE_DM_UUID"]
+    assert json.loads(r1.value("LIST1"))[0]["dm_uuid"] == "PMEMCACHE-" + u
+
+    # the prelude only defines helpers (fio_check); no pmc_init: no ndctl
+    r2 = vm.run(guest.PRELUDE + ACT_BOOT2 % dict(job=job), timeout=900)
+    assert r2.value("DONE") == "1"
+    # before md: one line, exit 9, no device
+    assert r2.value("ACT1_RC") == str(NOORIGIN) and r2.value("ACT1_OUT") == ""
+    err = r2.value("ACT1_ERR")
+    assert err.startswith("pmemcachectl: activate: /dev/pmem0: cache %s: origin (md array " % u)
+    assert err.endswith("sectors) not present; nothing created")
+    assert r2.value("ACT1_DEVS") == "0"
+    assert r2.value("ACTW_RC") == str(NOORIGIN)
+    assert "not present after --wait" in r2.value("ACTW_ERR")
+    pm = kv(r2.value("PROBE_MD"))
+    assert pm["PMEMCACHE_ROLE"] == "origin" and pm["SYSTEMD_READY"] == "0"
+    assert pm["UDISKS_IGNORE"] == "1" and pm["PMEMCACHE_CACHE_UUID"] == u
+    assert r2.value("PROBE_VDE") == ""
+    # by hand, dirty blocks are not re-attached without --force
+    assert r2.value("DIRTY_RC") == str(DIRTY)
+    assert "dirty blocks for /dev/md0: the origin may have been written since" \
+        in r2.value("DIRTY_ERR")
+    assert r2.value("DIRTY_DEVS") == "0"
+    # after md: the device, by identity, with its DM UUID and a stable name
+    assert r2.value("ACT2_RC") == str(OK), r2.value("ACT2_ERR")
+    name = "pmemcache-" + u[:8]
+    assert r2.value("NAME") == name
+    assert r2.value("UUID2") == "PMEMCACHE-" + u
+    assert "created /dev/mapper/%s" % name in r2.value("ACT2_OUT")
+    t2 = r2.value("TABLE2").split()
+    assert t2[2:4] == ["pmemcache", "9:0"] and t2[5] == "4096", t2
+    # idempotent
+    assert r2.value("ACT3_RC") == str(OK) and r2.value("ACT3_ERR") == ""
+    assert r2.value("ACT3_OUT") == ("/dev/pmem0: cache %s already active as /dev/mapper/%s "
+                                    "PMEMCACHE-%s" % (u, name, u))
+    assert r2.value("ACT3_DEVS") == "1"
+    assert r2.value("ACT4_RC") == str(OK) and "already active" in r2.value("ACT4_OUT")
+    st = json.loads(r2.value("STATUS2"))
+    dirty = st["dirty"]
+    assert st["dm_uuid"] == "PMEMCACHE-" + u and 0 < dirty <= 8 * 1024 * 1024 // 4096
+    assert r2.values("VERIFY_OK")[0] == "act"       # the data came back
+    # remove --keep-dirty
+    assert r2.value("KEEP_RC") == str(USAGE) and "add --force" in r2.value("KEEP_ERR")
+    assert r2.value("KEEPF_RC") == str(OK)
+    assert re.search(r": \d+ dirty blocks stay in /dev/pmem0 only: the origin is stale",
+                     r2.value("KEEPF_ERR")), r2.value("KEEPF_ERR")
+    assert re.search(r"\(\d+ dirty blocks kept in /dev/pmem0, marked", r2.value("KEEPF_OUT"))
+    assert kv(r2.value("PROBE_KEPT"))["PMEMCACHE_KEPT_DIRTY"] == "1"
+    assert r2.value("ACT5_RC") == str(DIRTY) and r2.value("ACT5_DEVS") == "0"
+    assert "removed with --keep-dirty --force" in r2.value("ACT5_ERR")
+    assert r2.value("KDIRTY_RC") == str(DIRTY)
+    assert "kept by remove --keep-dirty" in r2.value("KDIRTY_ERR")
+    assert r2.value("FORCE_RC") == str(OK)
+    assert r2.value("UUID3") == "PMEMCACHE-" + u
+    assert kv(r2.value("PROBE_FORCED"))["PMEMCACHE_KEPT_DIRTY"] == "0"
+    assert r2.values("VERIFY_OK") == ["act", "act", "act"]
+    assert "is clean and its superblock cleared" in r2.value("RM_OUT")
+    assert r2.value("ACT6_OUT") == "no cache on 1 pmem devices"
+    p4 = kv(r2.value("PROBE4"))
+    assert p4["PMEMCACHE_CACHE_UUID"] != u
+    assert r2.value("UUID4") == p4["PMEMCACHE_DM_UUID"]
+    assert r2.value("UUID5") == r2.value("UUID4")
+    assert r2.value("TABLE5").split()[2] == "linear"
+    assert r2.value("ACT7_OUT") == "no cache on 1 pmem devices"
