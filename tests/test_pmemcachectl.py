@@ -37,7 +37,7 @@ TOOL = US / "pmemcachectl"
 MKIMAGE = US / "tests/mkimage"
 
 # Exit codes, docs/pmemcachectl.8 and userspace/pmemcachectl.h.
-OK, USAGE, DEVICE, DM, DIRTY, NOCACHE, CORRUPT, MISMATCH, IO = range(9)
+OK, USAGE, DEVICE, DM, DIRTY, NOCACHE, CORRUPT, MISMATCH, IO, NOORIGIN = range(10)
 
 ORIGIN_SECTORS = 8192           # 4 MiB origin
 PMEM_BYTES = 2 << 20
@@ -126,7 +126,7 @@ def test_binary_needs_only_libdevmapper_json_c_libc(tool):
 
 
 COMMANDS = ["create", "status", "list", "flush", "remove", "detach", "set",
-            "check", "drain"]
+            "check", "drain", "activate", "udev-probe"]
 
 
 @pytest.mark.parametrize("cmd", COMMANDS)
@@ -158,7 +158,6 @@ def test_no_command_and_unknown_command_are_usage_errors(tool):
     (["create", "pc", "-o", "/x", "-c", "/y", "--writeback-jobs", "0"], ["--writeback-jobs"]),
     (["create", "pc", "-o", "/x", "-c", "/y", "--max-age", "-5"], ["--max-age"]),
     (["create", "pc", "-o", "/x", "-c", "/y", "--writeback", "turbo"], ["--writeback", "turbo"]),
-    (["create", "pc", "-o", "/x", "-c", "/y", "--force"], ["--force only makes sense with --format"]),
     (["create", "a/b", "-o", "/x", "-c", "/y"], ["not a valid device-mapper name"]),
     (["create", "x" * 200, "-o", "/x", "-c", "/y"], ["not a valid device-mapper name"]),
     (["create", "pc", "-o", "/x", "-c", "/y", "--bogus"], ["bad option '--bogus'"]),
@@ -167,6 +166,19 @@ def test_no_command_and_unknown_command_are_usage_errors(tool):
     (["list", "extra"], ["takes no arguments"]),
     (["flush"], ["need exactly one NAME"]),
     (["remove", "a", "b"], ["need exactly one NAME"]),
+    (["remove", "pc", "--keep-dirty"], ["--keep-dirty leaves the dirty blocks only in pmem",
+                                        "origin stays stale", "add --force"]),
+    (["remove", "pc", "--force"], ["--force only goes with --keep-dirty"]),
+    (["flush", "pc", "--force"], ["bad option '--force'"]),
+    (["activate"], ["need --all or exactly one PMEMDEV"]),
+    (["activate", "--all", "/dev/pmem0"], ["need --all or exactly one PMEMDEV"]),
+    (["activate", "/dev/pmem0", "/dev/pmem1"], ["need --all or exactly one PMEMDEV"]),
+    (["activate", "--all", "--name", "x"], ["--name needs one PMEMDEV"]),
+    (["activate", "/dev/pmem0", "--name", "a/b"], ["not a valid device-mapper name"]),
+    (["activate", "--all", "--wait", "soon"], ["--wait: 'soon'"]),
+    (["activate", "--all", "--wait", "86401"], ["--wait: '86401'"]),
+    (["udev-probe"], ["need exactly one DEVNAME"]),
+    (["udev-probe", "a", "b"], ["need exactly one DEVNAME"]),
     (["check"], ["need exactly one PMEMDEV"]),
     (["check", "a", "b"], ["need exactly one PMEMDEV"]),
     (["drain", "a"], ["need PMEMDEV and ORIGINDEV"]),
@@ -551,6 +563,7 @@ STATUS_KEYS = {
     "wb_rate_blocks_per_sec": int, "wb_target_dirty": int, "stripe_blocks": int,
     "wb_full_stripes": int, "wb_flushes": int, "full_waits": int, "full_around": int,
     "full_through": int, "full_timeouts": int, "bad_slots": int, "health": str,
+    "dm_uuid": (str, type(None)),
 }
 
 
@@ -580,6 +593,19 @@ def test_status_json_schema_from_a_captured_line(tool):
     assert j["wb_full_stripes"] == 2 and j["wb_flushes"] == 5 and j["full_waits"] == 1
     assert j["full_through"] == 0 and j["full_timeouts"] == 0 and j["bad_slots"] == 3
     assert j["health"] == "ok"
+
+
+def test_status_shows_the_dm_uuid(tool):
+    uuid = "PMEMCACHE-01234567-89ab-cdef-0001-0203040506ff"
+    p = run("status", "pc", "--json", "--status-line", STATUS, "--table-line", TABLE,
+            "--dm-uuid", uuid)
+    assert p.returncode == OK, p.stderr
+    assert json.loads(p.stdout)["dm_uuid"] == uuid
+    p = run("status", "pc", "--json", "--status-line", STATUS, "--table-line", TABLE)
+    assert json.loads(p.stdout)["dm_uuid"] is None      # made by dmsetup
+    p = run("status", "pc", "--status-line", STATUS, "--table-line", TABLE,
+            "--dm-uuid", uuid)
+    assert "  dm uuid            %s\n" % uuid in p.stdout
 
 
 def test_status_rejects_a_line_of_another_layout(tool):
@@ -630,7 +656,7 @@ def test_man_page_renders_and_documents_every_command_and_exit_code(tool):
     for cmd in COMMANDS:
         assert re.search(r"^\.SS %s\b" % cmd, text, re.M), cmd
         assert re.search(r"^\.B pmemcachectl %s$" % cmd, text, re.M), cmd
-    for code in range(9):
+    for code in range(10):
         assert re.search(r"^\.B %d$" % code, text, re.M), code
     for key in STATUS_KEYS:
         assert key.replace("_", "\\_") in text or key in text, key
@@ -659,19 +685,274 @@ def test_make_install_honours_prefix_and_destdir(tool, tmp_path, top, prefix):
         cmd.append("PREFIX=%s" % prefix)
     p = build(cmd)
     assert p.returncode == 0, p.stdout + p.stderr
-    base = dest / (prefix or "/usr/local").lstrip("/")
+    pre = prefix or "/usr/local"
+    base = dest / pre.lstrip("/")
     sbin, man = base / "sbin/pmemcachectl", base / "share/man/man8/pmemcachectl.8"
+    rules = base / "lib/udev/rules.d/69-pmemcache.rules"
+    unit = base / "lib/systemd/system/pmemcache-activate.service"
+    comp = base / "share/bash-completion/completions/pmemcachectl"
     files = sorted(str(f.relative_to(dest)) for f in dest.rglob("*") if f.is_file())
-    assert files == sorted(str(f.relative_to(dest)) for f in (sbin, man)), files
+    print("installed:", *files, sep="\n  ")
+    assert files == sorted(str(f.relative_to(dest)) for f in (sbin, man, rules, unit, comp)), files
     assert sbin.stat().st_mode & 0o777 == 0o755
-    assert man.stat().st_mode & 0o777 == 0o644
+    for f in (man, rules, unit, comp):
+        assert f.stat().st_mode & 0o777 == 0o644, f
     assert sbin.read_bytes() == TOOL.read_bytes()
     assert man.read_bytes() == (REPO / "docs/pmemcachectl.8").read_bytes()
+    assert comp.read_bytes() == (US / "completion/pmemcachectl.bash").read_bytes()
+    # the rule and the unit run the tool where it was installed (not DESTDIR)
+    r, u = rules.read_text(), unit.read_text()
+    assert "@" not in r.replace("@SBINDIR@", "") and "@SBINDIR@" not in r + u
+    assert 'IMPORT{program}="%s/sbin/pmemcachectl udev-probe %%k"' % pre in r
+    assert 'RUN+="%s/sbin/pmemcachectl activate --all"' % pre in r
+    assert 'ENV{SYSTEMD_READY}="0", ENV{UDISKS_IGNORE}="1"' in r
+    assert "ExecStart=%s/sbin/pmemcachectl activate --all --wait 30\n" % pre in u
+    assert "Type=oneshot" in u and "Before=local-fs-pre.target" in u
+    assert "SuccessExitStatus=9" in u
+    assert str(dest) not in r + u
     v = subprocess.run([str(sbin), "--version"], capture_output=True, text=True)
     assert v.returncode == 0 and v.stdout.startswith("pmemcachectl ")
     p = build(cmd[:3] + ["uninstall"] + cmd[4:])
     assert p.returncode == 0, p.stdout + p.stderr
-    assert not sbin.exists() and not man.exists()
+    assert not [f for f in dest.rglob("*") if f.is_file()]
+
+
+@pytest.mark.skipif(not shutil.which("systemd-analyze"), reason="no systemd-analyze")
+def test_systemd_unit_verifies(tool, tmp_path):
+    # installed without DESTDIR under a scratch prefix: ExecStart exists
+    p = build(["make", "-C", str(US), "install", "PREFIX=%s" % tmp_path])
+    assert p.returncode == 0, p.stdout + p.stderr
+    unit = tmp_path / "lib/systemd/system/pmemcache-activate.service"
+    p = subprocess.run(["systemd-analyze", "verify", "--man=no", str(unit)],
+                       capture_output=True, text=True)
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+
+
+def test_bash_completion_completes_commands_and_options(tool):
+    script = (". %s; COMP_WORDS=(pmemcachectl act); COMP_CWORD=1; _pmemcachectl; "
+              "echo \"${COMPREPLY[*]}\"; COMP_WORDS=(pmemcachectl remove pc --k); "
+              "COMP_CWORD=3; _pmemcachectl; echo \"${COMPREPLY[*]}\"; "
+              "COMP_WORDS=(pmemcachectl activate --); COMP_CWORD=2; _pmemcachectl; "
+              "echo \"${COMPREPLY[*]}\"" % (US / "completion/pmemcachectl.bash"))
+    p = subprocess.run(["bash", "-c", script], capture_output=True, text=True)
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+    assert p.stdout.splitlines() == ["activate", "--keep-dirty",
+                                     "--all --name --wait --dry-run --help"]
+
+
+# ------------------------------------------- activate, udev-probe (host) --
+# A fake /sys and /dev (PMEMCACHECTL_SYSFS, PMEMCACHECTL_DEVDIR): pmem
+# "devices" are image files from mkimage, md arrays are sysfs folders with
+# md/uuid.  activate --dry-run and udev-probe never touch device-mapper.
+MD_UUID = "0123456789abcdef0123456789abcdef"
+
+
+class FakeTree:
+    def __init__(self, root):
+        self.sys, self.dev = root / "sys", root / "dev"
+        for d in ("class/block", "dev/block", "devices/virtual/block"):
+            (self.sys / d).mkdir(parents=True)
+        self.dev.mkdir()
+        self.env = dict(os.environ, PMEMCACHECTL_SYSFS=str(self.sys),
+                        PMEMCACHECTL_DEVDIR=str(self.dev))
+
+    def add(self, name, majmin, sectors, parent=None, partno=None, md_uuid=None):
+        base = self.sys / "devices/virtual/block"
+        real = (base / parent / name) if parent else (base / name)
+        real.mkdir(parents=True)
+        (real / "dev").write_text(majmin + "\n")
+        (real / "size").write_text("%d\n" % sectors)
+        if partno:
+            (real / "partition").write_text("%d\n" % partno)
+        if md_uuid:
+            (real / "md").mkdir()
+            u = md_uuid
+            (real / "md/uuid").write_text("%s-%s-%s-%s-%s\n" % (u[:8], u[8:12], u[12:16],
+                                                                u[16:20], u[20:]))
+        os.symlink(real, self.sys / "class/block" / name)
+        os.symlink(real, self.sys / "dev/block" / majmin)
+
+    def remove(self, name, majmin):
+        os.unlink(self.sys / "class/block" / name)
+        os.unlink(self.sys / "dev/block" / majmin)
+
+    def pmem(self, name, majmin, *ops, ident="md:" + MD_UUID, sectors=ORIGIN_SECTORS):
+        img = mkimage(self.dev / name, *ops, sectors=sectors, ident=ident)
+        self.add(name, majmin, PMEM_BYTES // 512)
+        return img
+
+    def run(self, *args, timeout=60):
+        return subprocess.run([str(TOOL), *map(str, args)], capture_output=True,
+                              text=True, timeout=timeout, env=self.env)
+
+
+def cache_uuid(img):
+    return json.loads(run("check", "--json", img).stdout)["superblock"]["cache_uuid"]
+
+
+def probe_keys(p):
+    assert p.returncode == OK and p.stderr == "", p.stderr
+    return dict(l.split("=", 1) for l in p.stdout.splitlines())
+
+
+@pytest.fixture
+def tree(tool, tmp_path):
+    t = FakeTree(tmp_path)
+    t.add("md0", "9:0", ORIGIN_SECTORS, md_uuid=MD_UUID)
+    t.add("md1", "9:1", ORIGIN_SECTORS, md_uuid="f" * 32)      # same size, other array
+    t.add("md2", "9:2", ORIGIN_SECTORS * 2, md_uuid=MD_UUID)   # same UUID, other size
+    t.add("vda", "254:0", ORIGIN_SECTORS)
+    t.img = t.pmem("pmem0", "259:0", "write:3:ff:1")
+    return t
+
+
+def test_udev_probe_marks_the_origin_and_the_cache_and_nothing_else(tree):
+    u = cache_uuid(tree.img)
+    k = probe_keys(tree.run("udev-probe", "md0"))
+    assert k == {"PMEMCACHE_ROLE": "origin", "PMEMCACHE_CACHE_UUID": u,
+                 "PMEMCACHE_DM_UUID": "PMEMCACHE-" + u, "PMEMCACHE_KEPT_DIRTY": "0",
+                 "SYSTEMD_READY": "0", "UDISKS_IGNORE": "1"}
+    assert probe_keys(tree.run("udev-probe", str(tree.dev / "md0"))) == k
+    k = probe_keys(tree.run("udev-probe", "pmem0"))
+    assert k["PMEMCACHE_ROLE"] == "cache" and k["SYSTEMD_READY"] == "0"
+    for other in ("md1", "md2", "vda", "nosuchdev", "../etc"):
+        assert probe_keys(tree.run("udev-probe", other)) == {}, other
+
+
+def test_udev_probe_and_activate_match_an_md_partition_by_its_number(tool, tmp_path):
+    t = FakeTree(tmp_path)
+    t.add("md0", "9:0", ORIGIN_SECTORS * 4, md_uuid=MD_UUID)
+    t.add("md0p1", "259:8", ORIGIN_SECTORS, parent="md0", partno=1)
+    t.add("md0p2", "259:9", ORIGIN_SECTORS, parent="md0", partno=2)
+    part1 = MD_UUID[:30] + "%02x" % (int(MD_UUID[30:], 16) ^ 1)   # pmc_origin_identity()
+    t.pmem("pmem0", "259:0", ident="md:" + part1)
+    assert probe_keys(t.run("udev-probe", "md0p1"))["PMEMCACHE_ROLE"] == "origin"
+    assert probe_keys(t.run("udev-probe", "md0p2")) == {}
+    assert probe_keys(t.run("udev-probe", "md0")) == {}
+    p = t.run("activate", "--all", "--dry-run")
+    assert p.returncode == OK, p.stderr
+    assert "over %s/md0p1 " % t.dev in p.stdout
+
+
+def test_activate_dry_run_names_the_device_and_its_dm_uuid(tree):
+    u = cache_uuid(tree.img)
+    p = tree.run("activate", "--all", "--dry-run")
+    assert p.returncode == OK and p.stderr == "", p.stderr
+    assert p.stdout == ("%s: would create /dev/mapper/pmemcache-%s over %s (DM UUID "
+                        "PMEMCACHE-%s, block size 4096)\n"
+                        % (tree.img, u[:8], tree.dev / "md0", u))
+    p = tree.run("activate", tree.img, "--name", "boot0", "--dry-run")
+    assert p.returncode == OK and "/dev/mapper/boot0 over" in p.stdout
+
+
+def test_activate_with_the_origin_missing_says_so_and_creates_nothing(tree):
+    tree.remove("md0", "9:0")
+    u = cache_uuid(tree.img)
+    p = tree.run("activate", "--all", "--dry-run")
+    assert p.returncode == NOORIGIN and p.stdout == ""
+    one_error_line(p, str(tree.img), u, "origin (md array 01234567-89ab-cdef-0123-"
+                   "456789abcdef, %d sectors) not present; nothing created" % ORIGIN_SECTORS)
+    # the identity is UUID and size: the array with the UUID and another
+    # size (md2) and the one with the size and another UUID (md1) are not it
+    t0 = time.time()
+    p = tree.run("activate", "--all", "--dry-run", "--wait", "1")
+    assert p.returncode == NOORIGIN and time.time() - t0 >= 1
+    assert "not present after --wait" in p.stderr
+
+
+def test_activate_wait_finds_an_origin_that_appears_meanwhile(tree):
+    tree.remove("md0", "9:0")
+    proc = subprocess.Popen([str(TOOL), "activate", "--all", "--dry-run", "--wait", "20"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=tree.env)
+    time.sleep(1)
+    assert proc.poll() is None              # still waiting
+    tree.add("md0b", "9:3", ORIGIN_SECTORS, md_uuid=MD_UUID)   # assembled, other minor
+    out, errs = proc.communicate(timeout=20)
+    assert proc.returncode == OK, errs
+    assert "over %s/md0b " % tree.dev in out
+
+
+def test_activate_refuses_what_it_cannot_pin_down(tree, tmp_path):
+    tree.add("md9", "9:9", ORIGIN_SECTORS, md_uuid=MD_UUID)    # two arrays, one UUID
+    p = tree.run("activate", "--all", "--dry-run")
+    assert p.returncode == DEVICE
+    one_error_line(p, "2 devices have the origin's identity", "nothing created")
+    t = FakeTree(tmp_path / "t2")
+    img = t.pmem("pmem1", "259:1", ident="none")
+    p = t.run("activate", img, "--dry-run")
+    assert p.returncode == DEVICE
+    one_error_line(p, "records its origin by size %d sectors only" % ORIGIN_SECTORS,
+                   "use create")
+
+
+def crc32c(seed, data):
+    """The kernel's crc32c(seed, buf, len): no pre- or post-inversion."""
+    crc = seed
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc
+
+
+def write_kept_mark(img, uuid, when=1700000000):
+    """The mark remove --keep-dirty --force leaves (docs/format.md)."""
+    body = b"PMCKEPTD" + when.to_bytes(8, "little") + bytes.fromhex(uuid.replace("-", ""))
+    with open(img, "r+b") as f:
+        f.seek(3584)
+        f.write(body + crc32c(0xFFFFFFFF, body).to_bytes(4, "little"))
+
+
+def test_activate_leaves_a_cache_kept_dirty_by_remove(tree):
+    u = cache_uuid(tree.img)
+    write_kept_mark(tree.img, u)
+    assert probe_keys(tree.run("udev-probe", "md0"))["PMEMCACHE_KEPT_DIRTY"] == "1"
+    p = tree.run("activate", "--all", "--dry-run")
+    assert p.returncode == DIRTY and p.stdout == ""
+    one_error_line(p, "was removed with --keep-dirty --force (2023-11-14 22:13:20 UTC)",
+                   "not activated", "create --force")
+    # check and the module ignore the mark: the superblock is untouched
+    c = json.loads(run("check", "--json", tree.img).stdout)
+    assert c["verdict"] == "dirty" and c["superblock"]["cache_uuid"] == u
+    write_kept_mark(tree.img, "f" * 32)     # another cache's mark: not this one's
+    assert probe_keys(tree.run("udev-probe", "md0"))["PMEMCACHE_KEPT_DIRTY"] == "0"
+    assert tree.run("activate", "--all", "--dry-run").returncode == OK
+
+
+@pytest.mark.skipif(not shutil.which("valgrind"), reason="no valgrind")
+def test_activate_and_udev_probe_run_clean_under_valgrind(tree):
+    vg = ["valgrind", "-q", "--error-exitcode=99", "--leak-check=full",
+          "--errors-for-leak-kinds=definite,indirect", str(TOOL)]
+    for args, rc in [(["udev-probe", "md0"], OK), (["udev-probe", "pmem0"], OK),
+                     (["udev-probe", "vda"], OK),
+                     (["activate", "--all", "--dry-run"], OK),
+                     (["activate", tree.img, "--dry-run", "--name", "x"], OK),
+                     (["activate", "--all", "--dry-run", "--wait", "x"], USAGE)]:
+        p = subprocess.run(vg + list(map(str, args)), capture_output=True, text=True,
+                           env=tree.env, timeout=120)
+        assert p.returncode == rc, (args, p.returncode, p.stderr)
+    tree.remove("md0", "9:0")
+    p = subprocess.run(vg + ["activate", "--all", "--dry-run"], capture_output=True,
+                       text=True, env=tree.env, timeout=120)
+    assert p.returncode == NOORIGIN, p.stderr
+
+
+def test_activate_without_a_cache(tool, tmp_path):
+    t = FakeTree(tmp_path)
+    (t.dev / "pmem0").write_bytes(b"\0" * PMEM_BYTES)
+    t.add("pmem0", "259:0", PMEM_BYTES // 512)
+    p = t.run("activate", "--all", "--dry-run")
+    assert p.returncode == OK and p.stdout == "no cache on 1 pmem devices\n"
+    p = t.run("activate", t.dev / "pmem0", "--dry-run")
+    assert p.returncode == NOCACHE
+    one_error_line(p, "no cache on this device")
+    img = t.dev / "pmem0"
+    with open(img, "r+b") as f:                 # a superblock that fails its checksum
+        f.write(b"PMEMCach")
+    p = t.run("activate", "--all", "--dry-run")
+    assert p.returncode == CORRUPT
+    one_error_line(p, "does not validate")
 
 
 # ------------------------------------------------------------------ VM --
@@ -805,7 +1086,7 @@ pmemcachectl create pc -o /dev/md0 -c /dev/pmem0 --format 2>/tmp/e; echo "FORMAT
 echo "FORMAT_ERR=$(cat /tmp/e)"
 pmemcachectl create pc -o /dev/vdf -c /dev/pmem0 2>/tmp/e; echo "OTHER_RC=$?"
 echo "OTHER_ERR=$(cat /tmp/e)"
-pmemcachectl create pc -o /dev/md0 -c /dev/pmem0 2>/tmp/e; echo "NOMOD_RC=$?"
+pmemcachectl create pc -o /dev/md0 -c /dev/pmem0 --force 2>/tmp/e; echo "NOMOD_RC=$?"
 echo "NOMOD_ERR=$(cat /tmp/e)"
 set -e
 echo "CHECK1=$(pmemcachectl check --json /dev/pmem0 | tr -d '\n')"
@@ -867,7 +1148,7 @@ MEDIA_ERRORS = r"""
 pmc_init
 pmemcachectl create pc --origin /dev/vdf --cache /dev/pmem0 || die create
 dd if=/dev/urandom of=/dev/mapper/pc bs=4k count=64 oflag=direct 2>/dev/null || die write
-pmemcachectl remove --keep-dirty pc || die remove
+pmemcachectl remove --keep-dirty --force pc || die remove
 # media errors in the last page of record window 0 and the first of window 1
 echo "2040 8" > /sys/block/pmem0/badblocks || die badblocks
 echo "2048 8" > /sys/block/pmem0/badblocks || die badblocks
@@ -1223,3 +1504,165 @@ def test_vm_set_changes_the_running_cache(vm, guest):
     assert "not a pmemcache device" in res.value("LIN_RC")
     # the refusals changed nothing
     assert res.value("T2") == res.value("T1").replace(" 15 ", " 14 ").replace(" cleaner", "")
+
+
+# ---------------------------------------------------------- activate (VM) --
+# Boot 1: a cache over md, written, then the power goes (the script ends,
+# nothing is removed; high watermark 100: every block stays dirty).
+ACT_BOOT1 = r"""
+pmc_init
+md_make md0 raid5 4 a
+pmemcachectl create pc --origin /dev/md0 --cache /dev/pmem0 \
+	--high-watermark 100 --low-watermark 100 || die create
+echo "UUID1=$(dmsetup info -c --noheadings -o uuid pc)"
+echo "PROBE1=$(pmemcachectl udev-probe pmem0 | tr '\n' ' ')"
+echo "LIST1=$(pmemcachectl list --json | tr -d '\n')"
+fio_job act /dev/mapper/pc %(job)s
+echo DONE=1
+"""
+
+# Boot 2: no udev here, so the tool runs by hand what the rule would run.
+ACT_BOOT2 = r"""
+insmod /lib/modules/extra/dm-pmemcache.ko || die insmod
+ndevs() { dmsetup info -c --noheadings -o name 2>/dev/null | grep -vc '^No devices' || true; }
+# show KEY FILE: the file on one line, lines joined by '|'
+show() { echo "$1=$(tr '\n' '|' < "$2" | sed 's/|$//')"; }
+set +e
+# md not assembled yet: the origin is missing, nothing is created
+pmemcachectl activate --all > /tmp/o 2> /tmp/e; echo "ACT1_RC=$?"
+show ACT1_OUT /tmp/o; show ACT1_ERR /tmp/e
+echo "ACT1_DEVS=$(ndevs)"
+pmemcachectl activate --all --wait 2 2> /tmp/e; echo "ACTW_RC=$?"
+show ACTW_ERR /tmp/e
+mdadm --assemble --run /dev/md0 /dev/vda /dev/vdb /dev/vdc /dev/vdd 2>&1 || die assemble
+echo "PROBE_MD=$(pmemcachectl udev-probe md0 | tr '\n' ' ')"
+echo "PROBE_VDE=$(pmemcachectl udev-probe vde | tr '\n' ' ')"
+# re-attaching dirty blocks by hand needs --force
+pmemcachectl create pc -o /dev/md0 -c /dev/pmem0 2> /tmp/e; echo "DIRTY_RC=$?"
+show DIRTY_ERR /tmp/e
+echo "DIRTY_DEVS=$(ndevs)"
+pmemcachectl activate --all > /tmp/o 2> /tmp/e; echo "ACT2_RC=$?"
+show ACT2_OUT /tmp/o; show ACT2_ERR /tmp/e
+# not $name: fio_check (the prelude) sets it
+cname=$(dmsetup info -c --noheadings -o name | head -1)
+echo "NAME=$cname"
+echo "UUID2=$(dmsetup info -c --noheadings -o uuid "$cname")"
+echo "TABLE2=$(dmsetup table "$cname")"
+pmemcachectl activate --all > /tmp/o 2> /tmp/e; echo "ACT3_RC=$?"
+show ACT3_OUT /tmp/o; show ACT3_ERR /tmp/e
+echo "ACT3_DEVS=$(ndevs)"
+pmemcachectl activate /dev/pmem0 --name other > /tmp/o; echo "ACT4_RC=$?"
+show ACT4_OUT /tmp/o
+echo "STATUS2=$(pmemcachectl status "$cname" --json --interval 0 | tr -d '\n')"
+set -e
+fio_check act "/dev/mapper/$cname" %(job)s
+set +e
+# remove --keep-dirty: refused without --force, then marked
+pmemcachectl remove "$cname" --keep-dirty 2> /tmp/e; echo "KEEP_RC=$?"
+show KEEP_ERR /tmp/e
+pmemcachectl remove "$cname" --keep-dirty --force > /tmp/o 2> /tmp/e; echo "KEEPF_RC=$?"
+show KEEPF_OUT /tmp/o; show KEEPF_ERR /tmp/e
+echo "PROBE_KEPT=$(pmemcachectl udev-probe md0 | tr '\n' ' ')"
+pmemcachectl activate --all 2> /tmp/e; echo "ACT5_RC=$?"
+show ACT5_ERR /tmp/e; echo "ACT5_DEVS=$(ndevs)"
+pmemcachectl create pc -o /dev/md0 -c /dev/pmem0 2> /tmp/e; echo "KDIRTY_RC=$?"
+show KDIRTY_ERR /tmp/e
+pmemcachectl create pc -o /dev/md0 -c /dev/pmem0 --force > /tmp/o 2> /tmp/e; echo "FORCE_RC=$?"
+show FORCE_OUT /tmp/o
+echo "UUID3=$(dmsetup info -c --noheadings -o uuid pc)"
+echo "PROBE_FORCED=$(pmemcachectl udev-probe md0 | tr '\n' ' ')"
+set -e
+fio_check act /dev/mapper/pc %(job)s
+# a plain remove flushes and forgets the clean cache: activate finds none
+pmemcachectl remove pc --quiet > /tmp/o || die remove
+show RM_OUT /tmp/o
+fio_check act /dev/md0 %(job)s
+pmemcachectl activate --all > /tmp/o; show ACT6_OUT /tmp/o
+# over a blank namespace the module formats on resume: the UUID comes after
+pmemcachectl create pc2 -o /dev/md0 -c /dev/pmem0 || die "create blank"
+echo "UUID4=$(dmsetup info -c --noheadings -o uuid pc2)"
+echo "PROBE4=$(pmemcachectl udev-probe pmem0 | tr '\n' ' ')"
+# detach: a linear table under the same DM UUID, the superblock cleared
+pmemcachectl detach pc2 --quiet > /dev/null || die detach
+echo "UUID5=$(dmsetup info -c --noheadings -o uuid pc2)"
+echo "TABLE5=$(dmsetup table pc2)"
+pmemcachectl activate --all > /tmp/o; show ACT7_OUT /tmp/o
+echo DONE=1
+"""
+
+
+def kv(line):
+    return dict(w.split("=", 1) for w in line.split())
+
+
+def test_vm_activate_after_power_off_by_identity(vm, guest):
+    job = "--rw=write --bs=64k --size=8m --offset=0"
+    r1 = vm.run(guest.PRELUDE + ACT_BOOT1 % dict(job=job), timeout=600)
+    assert r1.value("DONE") == "1"
+    p1 = kv(r1.value("PROBE1"))
+    u = p1["PMEMCACHE_CACHE_UUID"]
+    # create over a blank namespace: the DM UUID of the superblock it formatted
+    assert r1.value("UUID1") == "PMEMCACHE-" + u == p1["PMEMCACHE_DM_UUID"]
+    assert json.loads(r1.value("LIST1"))[0]["dm_uuid"] == "PMEMCACHE-" + u
+
+    # the prelude only defines helpers (fio_check); no pmc_init: no ndctl
+    r2 = vm.run(guest.PRELUDE + ACT_BOOT2 % dict(job=job), timeout=900)
+    assert r2.value("DONE") == "1"
+    # before md: one line, exit 9, no device
+    assert r2.value("ACT1_RC") == str(NOORIGIN) and r2.value("ACT1_OUT") == ""
+    err = r2.value("ACT1_ERR")
+    assert err.startswith("pmemcachectl: activate: /dev/pmem0: cache %s: origin (md array " % u)
+    assert err.endswith("sectors) not present; nothing created")
+    assert r2.value("ACT1_DEVS") == "0"
+    assert r2.value("ACTW_RC") == str(NOORIGIN)
+    assert "not present after --wait" in r2.value("ACTW_ERR")
+    pm = kv(r2.value("PROBE_MD"))
+    assert pm["PMEMCACHE_ROLE"] == "origin" and pm["SYSTEMD_READY"] == "0"
+    assert pm["UDISKS_IGNORE"] == "1" and pm["PMEMCACHE_CACHE_UUID"] == u
+    assert r2.value("PROBE_VDE") == ""
+    # by hand, dirty blocks are not re-attached without --force
+    assert r2.value("DIRTY_RC") == str(DIRTY)
+    assert "dirty blocks for /dev/md0: the origin may have been written since" \
+        in r2.value("DIRTY_ERR")
+    assert r2.value("DIRTY_DEVS") == "0"
+    # after md: the device, by identity, with its DM UUID and a stable name
+    assert r2.value("ACT2_RC") == str(OK), r2.value("ACT2_ERR")
+    name = "pmemcache-" + u[:8]
+    assert r2.value("NAME") == name
+    assert r2.value("UUID2") == "PMEMCACHE-" + u
+    assert "created /dev/mapper/%s" % name in r2.value("ACT2_OUT")
+    t2 = r2.value("TABLE2").split()
+    assert t2[2:4] == ["pmemcache", "9:0"] and t2[5] == "4096", t2
+    # idempotent
+    assert r2.value("ACT3_RC") == str(OK) and r2.value("ACT3_ERR") == ""
+    assert r2.value("ACT3_OUT") == ("/dev/pmem0: cache %s already active as /dev/mapper/%s "
+                                    "PMEMCACHE-%s" % (u, name, u))
+    assert r2.value("ACT3_DEVS") == "1"
+    assert r2.value("ACT4_RC") == str(OK) and "already active" in r2.value("ACT4_OUT")
+    st = json.loads(r2.value("STATUS2"))
+    dirty = st["dirty"]
+    assert st["dm_uuid"] == "PMEMCACHE-" + u and 0 < dirty <= 8 * 1024 * 1024 // 4096
+    assert r2.values("VERIFY_OK")[0] == "act"       # the data came back
+    # remove --keep-dirty
+    assert r2.value("KEEP_RC") == str(USAGE) and "add --force" in r2.value("KEEP_ERR")
+    assert r2.value("KEEPF_RC") == str(OK)
+    assert re.search(r": \d+ dirty blocks stay in /dev/pmem0 only: the origin is stale",
+                     r2.value("KEEPF_ERR")), r2.value("KEEPF_ERR")
+    assert re.search(r"\(\d+ dirty blocks kept in /dev/pmem0, marked", r2.value("KEEPF_OUT"))
+    assert kv(r2.value("PROBE_KEPT"))["PMEMCACHE_KEPT_DIRTY"] == "1"
+    assert r2.value("ACT5_RC") == str(DIRTY) and r2.value("ACT5_DEVS") == "0"
+    assert "removed with --keep-dirty --force" in r2.value("ACT5_ERR")
+    assert r2.value("KDIRTY_RC") == str(DIRTY)
+    assert "kept by remove --keep-dirty" in r2.value("KDIRTY_ERR")
+    assert r2.value("FORCE_RC") == str(OK)
+    assert r2.value("UUID3") == "PMEMCACHE-" + u
+    assert kv(r2.value("PROBE_FORCED"))["PMEMCACHE_KEPT_DIRTY"] == "0"
+    assert r2.values("VERIFY_OK") == ["act", "act", "act"]
+    assert "is clean and its superblock cleared" in r2.value("RM_OUT")
+    assert r2.value("ACT6_OUT") == "no cache on 1 pmem devices"
+    p4 = kv(r2.value("PROBE4"))
+    assert p4["PMEMCACHE_CACHE_UUID"] != u
+    assert r2.value("UUID4") == p4["PMEMCACHE_DM_UUID"]
+    assert r2.value("UUID5") == r2.value("UUID4")
+    assert r2.value("TABLE5").split()[2] == "linear"
+    assert r2.value("ACT7_OUT") == "no cache on 1 pmem devices"

@@ -33,6 +33,7 @@
 #include <libdevmapper.h>
 
 #include "pmemcachectl.h"
+#include "probe.h"
 
 #define TARGET		"pmemcache"
 #define FOS		"flush_on_suspend"
@@ -264,24 +265,11 @@ static int wait_clean(struct detach *d, const struct pmctl_sample *s0,
 /*
  * The detached cache is clean, but its blocks go stale as soon as the
  * origin is written without it: a later table without "format" would
- * load them and serve old data.  A blank first 4 KiB is what the target
- * formats on load (docs/dm-pmemcache.rst), so clear it.  O_EXCL: nothing
- * may have the device open any more.
+ * load them and serve old data.  So pmctl_sb_forget() clears its
+ * superblock (probe.c).  The device keeps its DM UUID (the kernel never
+ * changes one): a linear device named PMEMCACHE-<uuid> of a cache that
+ * no longer exists, which activate tells apart by its table.
  */
-static int forget_cache(const char *cache)
-{
-	static const char zero[4096];
-	int fd = open(cache, O_WRONLY | O_EXCL);
-	int r = 0;
-
-	if (fd < 0)
-		return -errno;
-	if (pwrite(fd, zero, sizeof(zero), 0) != sizeof(zero) || fsync(fd))
-		r = errno ? -errno : -EIO;
-	if (close(fd) && !r)
-		r = -errno;
-	return r;
-}
 static int do_detach(struct detach *d, uint32_t timeout)
 {
 	char why[1024], params[TABLE_MAX], tmp[TABLE_MAX], linear[128];
@@ -400,7 +388,7 @@ static int do_detach(struct detach *d, uint32_t timeout)
 	printf("%s: detached: linear on %s (%s); the cache %s is no longer used\n",
 	       d->name, op ? op : d->t.origin, d->t.origin, d->t.cache);
 	cp = pmctl_devpath(d->t.cache);
-	r = cp ? forget_cache(cp) : -ENOENT;
+	r = cp ? pmctl_sb_forget(cp) : -ENOENT;
 	if (r) {
 		err("%s: cannot clear the superblock of %s: %s; its clean blocks are stale "
 		    "from now on: attach it again only with 'pmemcachectl create --format'",

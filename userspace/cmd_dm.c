@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * pmemcachectl create / status / list / flush / remove, on libdevmapper.
+ * pmemcachectl status / list / flush / remove and the libdevmapper
+ * plumbing of every command (create: cmd_create.c).
  *
  * No hand-written dm ioctls: every request is a dm_task.  Guests without
  * udev are handled the way dmsetup --noudevsync does it: udev sync off,
@@ -30,18 +31,11 @@
 #include "pmemcachectl.h"
 #include "pmemcache_format.h"	/* __le types from <linux/types.h> here */
 #include "precheck.h"
+#include "probe.h"
 #include "status.h"
 
 #define TARGET		"pmemcache"
 #define DM_CONTROL	"/dev/mapper/control"
-#define DM_NAME_MAX	128	/* DM_NAME_MAX of <linux/dm-ioctl.h> */
-
-/* Feature ranges of target.c pmc_parse_features(): refused here first. */
-#define WM_MAX		100
-#define JOBS_MAX	65536
-#define MAX_AGE_MAX	86400000
-#define DEF_HIGH_WM	50
-#define DEF_LOW_WM	45
 
 /* ------------------------------------------------------------------ */
 /* libdevmapper plumbing                                               */
@@ -150,6 +144,25 @@ int pmctl_dm_info(const char *name, struct dm_info *info)
 	return r;
 }
 
+int pmctl_dm_uuid_of(const char *name, char *out, size_t len)
+{
+	struct dm_task *dmt = pmctl_dm_task(DM_DEVICE_INFO, name);
+	struct dm_info info;
+	const char *u;
+	int r = -1;
+
+	out[0] = 0;
+	if (!dmt)
+		return -1;
+	if (dm_task_run(dmt) && dm_task_get_info(dmt, &info)) {
+		r = info.exists ? 1 : 0;
+		u = info.exists ? dm_task_get_uuid(dmt) : NULL;
+		snprintf(out, len, "%s", u ? u : "");
+	}
+	dm_task_destroy(dmt);
+	return r;
+}
+
 /*
  * Status or table of a one-target pmemcache device.  Returns 0, or an exit
  * code after one error line.  @params is malloc'ed.
@@ -207,28 +220,6 @@ int pmctl_dm_message(const char *name, const char *msg)
 		dm_lasterr = dm_task_get_errno(dmt);
 	dm_task_destroy(dmt);
 	return ok ? 0 : -(dm_lasterr ? dm_lasterr : EIO);
-}
-
-static bool target_registered(void)
-{
-	struct dm_task *dmt = pmctl_dm_task(DM_DEVICE_LIST_VERSIONS, NULL);
-	struct dm_versions *v, *last;
-	bool found = false;
-
-	if (!dmt || !dm_task_run(dmt)) {
-		if (dmt)
-			dm_task_destroy(dmt);
-		return true;	/* cannot tell: let the create speak */
-	}
-	v = dm_task_get_versions(dmt);
-	do {
-		last = v;
-		if (!strcmp(v->name, TARGET))
-			found = true;
-		v = (struct dm_versions *)((char *)v + v->next);
-	} while (last != v);
-	dm_task_destroy(dmt);
-	return found;
 }
 
 /* "/dev/md0" for "9:0", or NULL. */
@@ -315,249 +306,6 @@ bool pmctl_kmsg_reason(int fd, char *out, size_t len)
 }
 
 /* ------------------------------------------------------------------ */
-/* create                                                              */
-
-static int parse_feature(const char *opt, const char *arg, uint32_t min,
-			 uint32_t max, int64_t *out)
-{
-	uint32_t v;
-
-	if (parse_u32_range(arg, min, max, &v)) {
-		err("--%s: '%s' is not a number from %u to %u", opt, arg, min, max);
-		return EXIT_USAGE;
-	}
-	*out = v;
-	return 0;
-}
-
-enum {
-	OPT_HIGH = 256, OPT_LOW, OPT_JOBS, OPT_AGE, OPT_WB, OPT_FOS,
-	OPT_CLEANER, OPT_FORMAT,
-};
-
-static int build_table(const struct create_opts *o, uint64_t sectors,
-		       char *buf, size_t len)
-{
-	char feat[256] = "";
-	int nf = 0, n = 0;
-
-#define FEAT(...) do { n += snprintf(feat + n, sizeof(feat) - n, __VA_ARGS__); } while (0)
-	if (o->high_wm >= 0) {
-		FEAT(" high_watermark %lld", (long long)o->high_wm);
-		nf += 2;
-	}
-	if (o->low_wm >= 0) {
-		FEAT(" low_watermark %lld", (long long)o->low_wm);
-		nf += 2;
-	}
-	if (o->wb_jobs >= 0) {
-		FEAT(" writeback_jobs %lld", (long long)o->wb_jobs);
-		nf += 2;
-	}
-	if (o->max_age >= 0) {
-		FEAT(" max_age %lld", (long long)o->max_age);
-		nf += 2;
-	}
-	if (o->writeback) {
-		FEAT(" writeback %s", o->writeback);
-		nf += 2;
-	}
-	if (o->flush_on_suspend) {
-		FEAT(" flush_on_suspend");
-		nf++;
-	}
-	if (o->cleaner) {
-		FEAT(" cleaner");
-		nf++;
-	}
-	if (o->format) {
-		FEAT(" format");
-		nf++;
-	}
-#undef FEAT
-	if (nf)
-		n = snprintf(buf, len, "%s %s %u %d%s", o->origin, o->cache,
-			     o->block_size, nf, feat);
-	else
-		n = snprintf(buf, len, "%s %s %u", o->origin, o->cache, o->block_size);
-	(void)sectors;
-	return n < (int)len ? 0 : -1;
-}
-
-int cmd_create(int argc, char **argv)
-{
-	static const struct option opts[] = {
-		{ "origin", required_argument, NULL, 'o' },
-		{ "cache", required_argument, NULL, 'c' },
-		{ "block-size", required_argument, NULL, 'b' },
-		{ "high-watermark", required_argument, NULL, OPT_HIGH },
-		{ "low-watermark", required_argument, NULL, OPT_LOW },
-		{ "writeback-jobs", required_argument, NULL, OPT_JOBS },
-		{ "max-age", required_argument, NULL, OPT_AGE },
-		{ "writeback", required_argument, NULL, OPT_WB },
-		{ "flush-on-suspend", no_argument, NULL, OPT_FOS },
-		{ "cleaner", no_argument, NULL, OPT_CLEANER },
-		{ "format", no_argument, NULL, OPT_FORMAT },
-		{ "force", no_argument, NULL, 'f' },
-		{ NULL, 0, NULL, 0 },
-	};
-	struct create_opts o = {
-		.block_size = 4096, .high_wm = -1, .low_wm = -1, .wb_jobs = -1,
-		.max_age = -1,
-	};
-	struct create_devs dev;
-	struct dm_task *dmt;
-	struct dm_info info;
-	char table[1024], reason[512];
-	int c, r, kfd;
-
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":o:c:b:f", opts, NULL)) != -1) {
-		r = 0;
-		switch (c) {
-		case 'o':
-			o.origin = optarg;
-			break;
-		case 'c':
-			o.cache = optarg;
-			break;
-		case 'b':
-			if (parse_u32_range(optarg, PMC_MIN_BLOCK_SIZE, PMC_MAX_BLOCK_SIZE,
-					    &o.block_size) ||
-			    (o.block_size & (o.block_size - 1))) {
-				err("--block-size: '%s' is not a power of two from %u to %u",
-				    optarg, PMC_MIN_BLOCK_SIZE, PMC_MAX_BLOCK_SIZE);
-				return EXIT_USAGE;
-			}
-			break;
-		case OPT_HIGH:
-			r = parse_feature("high-watermark", optarg, 0, WM_MAX, &o.high_wm);
-			break;
-		case OPT_LOW:
-			r = parse_feature("low-watermark", optarg, 0, WM_MAX, &o.low_wm);
-			break;
-		case OPT_JOBS:
-			r = parse_feature("writeback-jobs", optarg, 1, JOBS_MAX, &o.wb_jobs);
-			break;
-		case OPT_AGE:
-			r = parse_feature("max-age", optarg, 0, MAX_AGE_MAX, &o.max_age);
-			break;
-		case OPT_WB:
-			if (strcmp(optarg, "pfn") && strcmp(optarg, "bounce") &&
-			    strcmp(optarg, "auto")) {
-				err("--writeback: '%s' is not pfn, bounce or auto", optarg);
-				return EXIT_USAGE;
-			}
-			o.writeback = optarg;
-			break;
-		case OPT_FOS:
-			o.flush_on_suspend = true;
-			break;
-		case OPT_CLEANER:
-			o.cleaner = true;
-			break;
-		case OPT_FORMAT:
-			o.format = true;
-			break;
-		case 'f':
-			o.force = true;
-			break;
-		default:
-			return bad_option(c, argv, "create");
-		}
-		if (r)
-			return r;
-	}
-	if (argc - optind != 1) {
-		err("need exactly one NAME (see pmemcachectl create --help)");
-		return EXIT_USAGE;
-	}
-	o.name = argv[optind];
-	if (!o.origin || !o.cache) {
-		err("--origin and --cache are required");
-		return EXIT_USAGE;
-	}
-	if (!*o.name || strlen(o.name) >= DM_NAME_MAX || strchr(o.name, '/') ||
-	    !strcmp(o.name, ".") || !strcmp(o.name, "..") || !strcmp(o.name, "control")) {
-		err("'%s' is not a valid device-mapper name", o.name);
-		return EXIT_USAGE;
-	}
-	if ((o.high_wm >= 0 ? o.high_wm : DEF_HIGH_WM) <
-	    (o.low_wm >= 0 ? o.low_wm : DEF_LOW_WM)) {
-		err("low watermark (%lld) is above high watermark (%lld)",
-		    (long long)(o.low_wm >= 0 ? o.low_wm : DEF_LOW_WM),
-		    (long long)(o.high_wm >= 0 ? o.high_wm : DEF_HIGH_WM));
-		return EXIT_USAGE;
-	}
-	if (o.force && !o.format) {
-		err("--force only makes sense with --format");
-		return EXIT_USAGE;
-	}
-
-	/* Devices: exist, block devices, sizes, not the same, pmem. */
-	r = create_check_devices(&o, &dev);
-	if (r)
-		return r;
-
-	r = pmctl_dm_setup();
-	if (r)
-		return r;
-	r = pmctl_dm_info(o.name, &info);
-	if (r > 0) {
-		err("%s: name already in use by a device-mapper device", o.name);
-		return EXIT_DEVICE;
-	}
-	if (r < 0) {
-		err("cannot query device-mapper: %s", pmctl_dm_why());
-		return EXIT_DM;
-	}
-	/* The metadata first: what it says matters even without the module. */
-	r = create_check_cache(&o, &dev);
-	if (r)
-		return r;
-	if (!target_registered()) {
-		err("the pmemcache target is not loaded (modprobe dm-pmemcache)");
-		return EXIT_DM;
-	}
-	if (build_table(&o, dev.origin_sectors, table, sizeof(table))) {
-		err("device paths too long");
-		return EXIT_USAGE;
-	}
-
-	kfd = pmctl_kmsg_open();
-	dmt = pmctl_dm_task(DM_DEVICE_CREATE, o.name);
-	if (!dmt || !dm_task_add_target(dmt, 0, dev.origin_sectors, TARGET, table) ||
-	    !dm_task_set_add_node(dmt, DM_ADD_NODE_ON_CREATE)) {
-		err("cannot build the create request");
-		if (dmt)
-			dm_task_destroy(dmt);
-		if (kfd >= 0)
-			close(kfd);
-		return EXIT_DM;
-	}
-	dm_lasterr = 0;
-	if (!dm_task_run(dmt)) {
-		if (pmctl_kmsg_reason(kfd, reason, sizeof(reason)))
-			err("%s: the kernel refused the table: %s", o.name, reason);
-		else
-			err("%s: the kernel refused the table: %s", o.name, pmctl_dm_why());
-		dm_task_destroy(dmt);
-		dm_task_update_nodes();
-		return dm_lasterr == EBUSY ? EXIT_DEVICE : EXIT_DM;
-	}
-	if (kfd >= 0)
-		close(kfd);
-	dm_task_destroy(dmt);
-	dm_task_update_nodes();
-	if (!dm_mknodes(o.name))
-		warnx_("could not create /dev/mapper/%s", o.name);
-	printf("%s: created /dev/mapper/%s (%s cached by %s, %llu blocks of %u bytes)\n",
-	       o.name, o.name, o.origin, o.cache, (unsigned long long)dev.n_blocks,
-	       o.block_size);
-	return EXIT_OK;
-}
-
-/* ------------------------------------------------------------------ */
 /* status / list                                                       */
 
 double pmctl_now_s(void)
@@ -619,14 +367,16 @@ void pmctl_human_bytes(double b, char *out, size_t len)
 	snprintf(out, len, "%.1f %s", b, u[i]);
 }
 
-static void status_human(const char *name, const struct pmctl_sample *s,
-			 const struct pmc_table *t, double rate)
+static void status_human(const char *name, const char *dm_uuid,
+			 const struct pmctl_sample *s, const struct pmc_table *t,
+			 double rate)
 {
 	const struct pmc_status *st = &s->st;
 	char *op = pmctl_devpath(t->origin), *cp = pmctl_devpath(t->cache), rb[32];
 
 	printf("%s: pmemcache, %s\n", name, st->cleaner ? "cleaner mode" : "normal mode");
 	printf("  %-18s %s\n", "health", st->health);
+	printf("  %-18s %s\n", "dm uuid", dm_uuid && *dm_uuid ? dm_uuid : "none");
 	printf("  %-18s %s (%s)\n", "origin", op ? op : t->origin, t->origin);
 	printf("  %-18s %s (%s)\n", "cache", cp ? cp : t->cache, t->cache);
 	printf("  %-18s %u bytes\n", "block size", t->block_size);
@@ -688,12 +438,14 @@ static void print_json(json_object *j)
 						      JSON_C_TO_STRING_NOSLASHESCAPE));
 }
 
-static json_object *status_obj(const char *name, const struct pmctl_sample *s,
+static json_object *status_obj(const char *name, const char *dm_uuid,
+			       const struct pmctl_sample *s,
 			       const struct pmc_table *t, double rate)
 {
 	char *op = t ? pmctl_devpath(t->origin) : NULL;
 	char *cp = t ? pmctl_devpath(t->cache) : NULL;
-	json_object *j = pmc_status_json(name, s->len, &s->st, t, op, cp, rate);
+	json_object *j = pmc_status_json(name, dm_uuid, s->len, &s->st, t, op, cp,
+					 rate);
 
 	free(op);
 	free(cp);
@@ -702,7 +454,7 @@ static json_object *status_obj(const char *name, const struct pmctl_sample *s,
 
 /* Test hook: status from captured lines, no device-mapper involved. */
 static int status_from_lines(const char *name, const char *sline,
-			     const char *tline, bool json)
+			     const char *tline, const char *uuid, bool json)
 {
 	struct pmctl_sample s = { 0 };
 	struct pmc_table t;
@@ -721,12 +473,12 @@ static int status_from_lines(const char *name, const char *sline,
 		return EXIT_DM;
 	}
 	if (json) {
-		json_object *j = status_obj(name, &s, tline ? &t : NULL, -1);
+		json_object *j = status_obj(name, uuid, &s, tline ? &t : NULL, -1);
 
 		print_json(j);
 		json_object_put(j);
 	} else if (tline) {
-		status_human(name, &s, &t, -1);
+		status_human(name, uuid, &s, &t, -1);
 	} else {
 		err("--status-line without --table-line needs --json");
 		return EXIT_USAGE;
@@ -734,7 +486,7 @@ static int status_from_lines(const char *name, const char *sline,
 	return 0;
 }
 
-enum { OPT_SLINE = 300, OPT_TLINE };
+enum { OPT_SLINE = 300, OPT_TLINE, OPT_ULINE };
 
 int cmd_status(int argc, char **argv)
 {
@@ -744,9 +496,11 @@ int cmd_status(int argc, char **argv)
 		/* hidden test hooks */
 		{ "status-line", required_argument, NULL, OPT_SLINE },
 		{ "table-line", required_argument, NULL, OPT_TLINE },
+		{ "dm-uuid", required_argument, NULL, OPT_ULINE },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *sline = NULL, *tline = NULL, *name;
+	const char *sline = NULL, *tline = NULL, *uline = NULL, *name;
+	char uuid[160];
 	struct pmctl_sample a, b;
 	struct pmc_table t;
 	uint32_t interval = 200;
@@ -774,6 +528,9 @@ int cmd_status(int argc, char **argv)
 		case OPT_TLINE:
 			tline = optarg;
 			break;
+		case OPT_ULINE:
+			uline = optarg;
+			break;
 		default:
 			return bad_option(c, argv, "status");
 		}
@@ -784,7 +541,7 @@ int cmd_status(int argc, char **argv)
 	}
 	name = argv[optind];
 	if (sline)
-		return status_from_lines(name, sline, tline, json);
+		return status_from_lines(name, sline, tline, uline, json);
 
 	r = pmctl_dm_setup();
 	if (r)
@@ -809,13 +566,15 @@ int cmd_status(int argc, char **argv)
 		rate = rate_of(&a, &b, t.block_size);
 		a = b;
 	}
+	if (pmctl_dm_uuid_of(name, uuid, sizeof(uuid)) < 0)
+		uuid[0] = 0;
 	if (json) {
-		json_object *j = status_obj(name, &a, &t, rate);
+		json_object *j = status_obj(name, uuid, &a, &t, rate);
 
 		print_json(j);
 		json_object_put(j);
 	} else {
-		status_human(name, &a, &t, rate);
+		status_human(name, uuid, &a, &t, rate);
 	}
 	return EXIT_OK;
 }
@@ -857,8 +616,8 @@ int cmd_list(int argc, char **argv)
 	if (json)
 		arr = json_object_new_array();
 	else
-		printf("%-16s %10s %10s %7s %-8s %s\n", "NAME", "BLOCKS", "DIRTY", "DIRTY%",
-		       "MODE", "ORIGIN -> CACHE");
+		printf("%-20s %10s %10s %7s %-8s %s  %s\n", "NAME", "BLOCKS", "DIRTY",
+		       "DIRTY%", "MODE", "ORIGIN -> CACHE", "DM UUID");
 	n = dm_task_get_names(dmt);
 	if (n && n->dev) {
 		do {
@@ -867,6 +626,7 @@ int cmd_list(int argc, char **argv)
 			char *ttype = NULL, *p = NULL;
 			struct pmc_table tb;
 			struct pmctl_sample s;
+			char uuid[160];
 			bool ours;
 
 			n = (struct dm_names *)((char *)n + next);
@@ -884,17 +644,20 @@ int cmd_list(int argc, char **argv)
 			if (!ours || pmctl_sample(n->name, &s))
 				continue;
 			count++;
+			if (pmctl_dm_uuid_of(n->name, uuid, sizeof(uuid)) < 0)
+				uuid[0] = 0;
 			if (json) {
-				json_object_array_add(arr, status_obj(n->name, &s, &tb, -1));
+				json_object_array_add(arr, status_obj(n->name, uuid, &s, &tb, -1));
 			} else {
 				char *op = pmctl_devpath(tb.origin), *cp = pmctl_devpath(tb.cache);
 
-				printf("%-16s %10llu %10llu %6.1f%% %-8s %s -> %s\n", n->name,
+				printf("%-20s %10llu %10llu %6.1f%% %-8s %s -> %s  %s\n", n->name,
 				       (unsigned long long)s.st.blocks,
 				       (unsigned long long)s.st.dirty,
 				       s.st.blocks ? 100.0 * s.st.dirty / s.st.blocks : 0.0,
 				       s.st.cleaner ? "cleaner" : "normal",
-				       op ? op : tb.origin, cp ? cp : tb.cache);
+				       op ? op : tb.origin, cp ? cp : tb.cache,
+				       uuid[0] ? uuid : "-");
 				free(op);
 				free(cp);
 			}
@@ -1045,21 +808,24 @@ static int do_flush(const char *name, bool quiet)
 }
 
 static int flush_opts(int argc, char **argv, const char *cmd, bool *quiet,
-		      bool *keep)
+		      bool *keep, bool *force)
 {
 	static const struct option opts[] = {
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "keep-dirty", no_argument, NULL, 'k' },
+		{ "force", no_argument, NULL, 'f' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c;
 
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, keep ? ":qk" : ":q", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, keep ? ":qkf" : ":q", opts, NULL)) != -1) {
 		if (c == 'q') {
 			*quiet = true;
 		} else if (c == 'k' && keep) {
 			*keep = true;
+		} else if (c == 'f' && force) {
+			*force = true;
 		} else {
 			return bad_option(c, argv, cmd);
 		}
@@ -1068,13 +834,24 @@ static int flush_opts(int argc, char **argv, const char *cmd, bool *quiet,
 		err("need exactly one NAME (see pmemcachectl %s --help)", cmd);
 		return EXIT_USAGE;
 	}
+	if (keep && *keep && !*force) {
+		err("--keep-dirty leaves the dirty blocks only in pmem: the origin stays "
+		    "stale, whatever writes it meanwhile is overwritten when they are "
+		    "re-attached, and activate will not re-attach them; add --force to "
+		    "do it anyway");
+		return EXIT_USAGE;
+	}
+	if (force && *force && !*keep) {
+		err("--force only goes with --keep-dirty");
+		return EXIT_USAGE;
+	}
 	return 0;
 }
 
 int cmd_flush(int argc, char **argv)
 {
 	bool quiet = false;
-	int r = flush_opts(argc, argv, "flush", &quiet, NULL);
+	int r = flush_opts(argc, argv, "flush", &quiet, NULL, NULL);
 
 	if (r)
 		return r;
@@ -1084,15 +861,66 @@ int cmd_flush(int argc, char **argv)
 	return do_flush(argv[optind], quiet);
 }
 
+/*
+ * After the device is gone: a clean cache is forgotten (its blocks go
+ * stale as soon as the origin is written alone; the next create formats),
+ * a cache with dirty blocks is marked kept-dirty, so that activate never
+ * re-attaches it on its own.
+ */
+static int after_remove(const char *name, const char *cache, bool keep)
+{
+	uint64_t dirty = 0;
+	struct pmctl_sb sb;
+	int r;
+
+	r = pmctl_sb_read(cache, &sb);
+	if (r || sb.state != PMCTL_SB_CACHE) {
+		err("%s: removed, but the superblock of %s cannot be read: %s", name, cache,
+		    r ? strerror(-r) : "not a valid cache");
+		return EXIT_IO;
+	}
+	r = pmctl_cache_dirty(cache, &dirty);
+	if (r) {
+		err("%s: removed, but the records of %s cannot be read: %s", name, cache,
+		    strerror(-r));
+		return EXIT_IO;
+	}
+	if (!dirty) {
+		r = pmctl_sb_forget(cache);
+		if (r) {
+			err("%s: removed, but the superblock of %s cannot be cleared: %s; its "
+			    "clean blocks are stale once the origin is written: attach it "
+			    "again only with create --format", name, cache, strerror(-r));
+			return EXIT_IO;
+		}
+		printf("%s: removed; %s is clean and its superblock cleared\n", name, cache);
+		return EXIT_OK;
+	}
+	if (!keep)	/* written between the flush and the remove */
+		warnx_("%s: %llu blocks became dirty after the flush: kept in %s", name,
+		       (unsigned long long)dirty, cache);
+	r = pmctl_mark_write(cache, sb.cache_uuid, true, (uint64_t)time(NULL));
+	if (r) {
+		err("%s: removed with %llu dirty blocks kept in %s, but they cannot be "
+		    "marked (%s): activate may re-attach them", name,
+		    (unsigned long long)dirty, cache, strerror(-r));
+		return EXIT_IO;
+	}
+	printf("%s: removed (%llu dirty blocks kept in %s, marked: only create --force "
+	       "re-attaches them)\n", name, (unsigned long long)dirty, cache);
+	return keep ? EXIT_OK : EXIT_IO;
+}
+
 int cmd_remove(int argc, char **argv)
 {
-	bool quiet = false, keep = false;
+	bool quiet = false, keep = false, force = false;
+	struct pmc_table t;
 	struct dm_task *dmt;
 	struct dm_info info;
 	const char *name;
 	uint64_t len;
-	char *params;
-	int r = flush_opts(argc, argv, "remove", &quiet, &keep);
+	char *params, *cache;
+	int r = flush_opts(argc, argv, "remove", &quiet, &keep, &force);
 
 	if (r)
 		return r;
@@ -1103,15 +931,36 @@ int cmd_remove(int argc, char **argv)
 	r = pmctl_dm_get(DM_DEVICE_TABLE, name, &len, &params);	/* exists, is ours */
 	if (r)
 		return r;
+	if (pmc_table_parse(params, &t)) {
+		err("%s: unexpected table '%s'", name, params);
+		free(params);
+		return EXIT_DM;
+	}
 	free(params);
+	cache = pmctl_devpath(t.cache);
+	if (!cache) {
+		err("%s: the cache device %s has no node", name, t.cache);
+		return EXIT_DEVICE;
+	}
 	if (pmctl_dm_info(name, &info) > 0 && info.open_count > 0) {
 		err("%s: device is in use (open count %d)", name, info.open_count);
+		free(cache);
 		return EXIT_DEVICE;
 	}
 	if (!keep) {
 		r = do_flush(name, quiet);
-		if (r)
+		if (r) {
+			free(cache);
 			return r;	/* not removed: do_flush said why */
+		}
+	} else {
+		struct pmctl_sample s;
+
+		if (!pmctl_sample(name, &s) && s.st.dirty)
+			warnx_("%s: %llu dirty blocks stay in %s only: the origin is stale "
+			       "until 'pmemcachectl create --force' re-attaches them, and "
+			       "whatever writes it meanwhile will be overwritten", name,
+			       (unsigned long long)s.st.dirty, cache);
 	}
 	dmt = pmctl_dm_task(DM_DEVICE_REMOVE, name);
 	dm_lasterr = 0;
@@ -1119,10 +968,12 @@ int cmd_remove(int argc, char **argv)
 		err("%s: cannot remove: %s", name, pmctl_dm_why());
 		if (dmt)
 			dm_task_destroy(dmt);
+		free(cache);
 		return dm_lasterr == EBUSY ? EXIT_DEVICE : EXIT_DM;
 	}
 	dm_task_destroy(dmt);
 	dm_task_update_nodes();
-	printf("%s: removed%s\n", name, keep ? " (dirty blocks kept in pmem)" : "");
-	return EXIT_OK;
+	r = after_remove(name, cache, keep);
+	free(cache);
+	return r;
 }

@@ -35,6 +35,7 @@
 #define PMC_MD_MAJOR	9
 
 char pmc_errmsg[512];
+const char *pmc_sysfs_root = "/sys";
 
 static void set_errmsg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void set_errmsg(const char *fmt, ...)
@@ -331,7 +332,7 @@ void pmc_dev_close(struct pmc_dev *d)
 	d->fd = -1;
 }
 
-static int read_sysfs(const char *path, char *buf, size_t len)
+int pmc_read_sysfs(const char *path, char *buf, size_t len)
 {
 	FILE *f = fopen(path, "re");
 	size_t n;
@@ -396,23 +397,23 @@ int pmc_origin_identify(const struct pmc_dev *d, struct pmc_origin_id *oid)
 	if (!d->is_blk)
 		return 0;
 
-	snprintf(sys, sizeof(sys), "/sys/dev/block/%u:%u", major(d->rdev),
-		 minor(d->rdev));
+	snprintf(sys, sizeof(sys), "%s/dev/block/%u:%u", pmc_sysfs_root,
+		 major(d->rdev), minor(d->rdev));
 	if (!realpath(sys, real)) {
 		set_errmsg("%s: no sysfs entry %s", d->path, sys);
 		return -ENOENT;
 	}
 	snprintf(sys, sizeof(sys), "%s/partition", real);
-	if (!read_sysfs(sys, buf, sizeof(buf))) {
+	if (!pmc_read_sysfs(sys, buf, sizeof(buf))) {
 		partno = (unsigned int)strtoul(buf, NULL, 10);
 		*strrchr(real, '/') = 0;	/* the whole disk */
 	}
 	snprintf(sys, sizeof(sys), "%s/dev", real);
-	if (read_sysfs(sys, buf, sizeof(buf)) ||
+	if (pmc_read_sysfs(sys, buf, sizeof(buf)) ||
 	    sscanf(buf, "%u:%u", &maj, &min) != 2 || maj != PMC_MD_MAJOR)
 		return 0;
 	snprintf(sys, sizeof(sys), "%s/md/uuid", real);
-	if (read_sysfs(sys, buf, sizeof(buf)) || parse_uuid(buf, oid->uuid)) {
+	if (pmc_read_sysfs(sys, buf, sizeof(buf)) || parse_uuid(buf, oid->uuid)) {
 		set_errmsg("%s: md array without a readable md/uuid in sysfs", d->path);
 		return -ENODATA;
 	}

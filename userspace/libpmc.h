@@ -39,8 +39,15 @@ struct pmc_dev {
 int pmc_dev_open(struct pmc_dev *d, const char *path, int flags, bool excl);
 void pmc_dev_close(struct pmc_dev *d);
 
-/* Origin identity as the module computes it (pmc_origin_identity()). */
+/*
+ * Origin identity as the module computes it (pmc_origin_identity()), from
+ * sysfs under pmc_sysfs_root ("/sys"; tests point it at a fake tree).
+ * Only d->path, d->is_blk, d->rdev and d->size are used.
+ */
+extern const char *pmc_sysfs_root;
 int pmc_origin_identify(const struct pmc_dev *d, struct pmc_origin_id *oid);
+/* A sysfs attribute, trailing newline and blanks cut: 0 or -errno. */
+int pmc_read_sysfs(const char *path, char *buf, size_t len);
 
 /* Human form of an identity: "md 0123...-..., 2097152 sectors". */
 void pmc_format_uuid(const u8 uuid[16], char out[37]);

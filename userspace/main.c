@@ -3,8 +3,9 @@
  * pmemcachectl: administration of dm-pmemcache devices.
  *
  * Thin command layer in the style of ndctl: this file dispatches, the
- * commands live in cmd_dm.c (create, status, list, flush, remove; through
- * libdevmapper), cmd_detach.c (detach, set; libdevmapper too) and
+ * commands live in cmd_create.c (create), cmd_dm.c (status, list, flush,
+ * remove; through libdevmapper), cmd_activate.c (activate, udev-probe),
+ * cmd_detach.c (detach, set; libdevmapper too) and
  * cmd_check.c (check, drain; through the module's own metadata code,
  * libpmc.c).
  */
@@ -36,7 +37,23 @@ static const struct command commands[] = {
 	  "      --flush-on-suspend    write back everything on suspend\n"
 	  "      --cleaner             start in cleaner mode\n"
 	  "      --format              format the cache even if it holds a cache\n"
-	  "  -f, --force               with --format: discard dirty blocks\n" },
+	  "  -f, --force               with --format: discard dirty blocks; without:\n"
+	  "                            re-attach dirty blocks (only if nothing wrote\n"
+	  "                            the origin since they were cached)\n" },
+	{ "activate", cmd_activate, "create the devices of caches found on pmem",
+	  "usage: pmemcachectl activate (--all | PMEMDEV) [--name NAME] [--wait SEC] [--dry-run]\n"
+	  "\n"
+	  "Find caches on pmem namespaces (--all: every /dev/pmem*), find each one's\n"
+	  "origin by the identity its superblock recorded (md array UUID and size)\n"
+	  "and create its device, DM UUID PMEMCACHE-<cache uuid>.  A cache that\n"
+	  "already has a device is left alone; one whose origin is missing gets one\n"
+	  "line and no device.\n"
+	  "  -a, --all         every pmem namespace\n"
+	  "  -n, --name NAME   device name (one PMEMDEV; default pmemcache-<8 hex digits>)\n"
+	  "  -w, --wait SEC    wait up to SEC seconds for missing origins (default 0)\n"
+	  "  -N, --dry-run     say what would be created; device-mapper is not used\n"
+	  "Exit: 0 all active, 9 an origin is missing, 4 kept dirty by remove,\n"
+	  "      5 no cache on PMEMDEV, else as create.\n" },
 	{ "status", cmd_status, "show the counters of a cache device",
 	  "usage: pmemcachectl status NAME [--json] [--interval MS]\n"
 	  "\n"
@@ -52,10 +69,14 @@ static const struct command commands[] = {
 	  "is clean.  Ctrl-C stops waiting; the device keeps working.\n"
 	  "  -q, --quiet    no progress output\n" },
 	{ "remove", cmd_remove, "flush and remove a cache device",
-	  "usage: pmemcachectl remove NAME [--keep-dirty] [--quiet]\n"
+	  "usage: pmemcachectl remove NAME [--keep-dirty --force] [--quiet]\n"
 	  "\n"
-	  "  -k, --keep-dirty   do not flush: dirty blocks stay in pmem and come back\n"
-	  "                     on the next create with the same devices\n"
+	  "Flush, remove the device, and clear the superblock of the clean cache\n"
+	  "(its blocks go stale once the origin is used alone).\n"
+	  "  -k, --keep-dirty   do not flush (needs --force): dirty blocks stay in\n"
+	  "                     pmem; the origin is stale until they are re-attached\n"
+	  "                     with create --force, and activate refuses the cache\n"
+	  "  -f, --force        confirm --keep-dirty\n"
 	  "  -q, --quiet        no progress output\n" },
 	{ "detach", cmd_detach, "take the cache away from a device in use",
 	  "usage: pmemcachectl detach NAME [--timeout SEC] [--quiet]\n"
@@ -82,6 +103,13 @@ static const struct command commands[] = {
 	  "  -j, --json         one JSON object\n"
 	  "Exit: 0 clean, 4 dirty, 5 no cache, 6 corrupt/foreign/damaged,\n"
 	  "      7 belongs to another origin, 2 cannot open.\n" },
+	{ "udev-probe", cmd_udev_probe, "udev helper: what a device is to a cache",
+	  "usage: pmemcachectl udev-probe DEVNAME\n"
+	  "\n"
+	  "For udev's IMPORT{program}: if DEVNAME (kernel name or /dev path) holds a\n"
+	  "cache or is the origin of one, print PMEMCACHE_ROLE=cache|origin,\n"
+	  "PMEMCACHE_CACHE_UUID, PMEMCACHE_DM_UUID, PMEMCACHE_KEPT_DIRTY,\n"
+	  "SYSTEMD_READY=0 and UDISKS_IGNORE=1; else nothing.  Always exit 0.\n" },
 	{ "drain", cmd_drain, "write dirty blocks to the origin offline",
 	  "usage: pmemcachectl drain PMEMDEV ORIGINDEV [--dry-run] [--no-mark-clean] [--json]\n"
 	  "\n"
@@ -124,7 +152,7 @@ static void usage(FILE *f)
 
 	fprintf(f, "usage: pmemcachectl COMMAND [ARGS]\n\nCommands:\n");
 	for (i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-		fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
+		fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
 	fprintf(f, "\n'pmemcachectl COMMAND --help' shows the options of a command;\n"
 		   "see pmemcachectl(8) for exit codes and the JSON keys.\n");
 }

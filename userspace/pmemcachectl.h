@@ -30,6 +30,8 @@ enum {
 	EXIT_CORRUPT = 6,	/* check: metadata corrupt, foreign or unsupported */
 	EXIT_MISMATCH = 7,	/* the origin is not the one the cache belongs to */
 	EXIT_IO = 8,		/* I/O error while draining or flushing */
+	EXIT_NOORIGIN = 9,	/* activate: a cache's origin is not present;
+				 * nothing was created for it */
 	EXIT_INTERRUPTED = 130,	/* Ctrl-C (flush, remove, detach) */
 };
 
@@ -129,6 +131,18 @@ int pmctl_table_add_flag(const char *params, const char *flag, char *out,
 /* Whether the table params @params have the feature flag @flag. */
 bool pmctl_table_has_flag(const char *params, const char *flag);
 
+/*
+ * The create path (cmd_create.c), shared by create and activate: checks,
+ * table, DM UUID.  0, or an exit code after one error line.
+ */
+struct create_opts;
+int pmctl_create_run(const struct create_opts *o);
+bool pmctl_target_registered(void);
+bool pmctl_valid_dm_name(const char *name);
+/* The DM UUID of device @name into @out ("" if none): 1, 0 no such
+ * device, <0 error. */
+int pmctl_dm_uuid_of(const char *name, char *out, size_t len);
+
 /* Command entry points: argv[0] is the command name. */
 int cmd_create(int argc, char **argv);
 int cmd_status(int argc, char **argv);
@@ -139,6 +153,8 @@ int cmd_check(int argc, char **argv);
 int cmd_drain(int argc, char **argv);
 int cmd_detach(int argc, char **argv);
 int cmd_set(int argc, char **argv);
+int cmd_activate(int argc, char **argv);
+int cmd_udev_probe(int argc, char **argv);
 
 /* Help text of each command (main.c). */
 void usage_cmd(const char *cmd, bool to_stderr);

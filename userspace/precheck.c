@@ -18,6 +18,7 @@
 #include "pmemcachectl.h"
 #include "libpmc.h"
 #include "precheck.h"
+#include "probe.h"
 
 /* The sysfs folder of the whole disk that holds @dev. */
 static int sysfs_disk_dir(dev_t dev, char *out, size_t len)
@@ -87,8 +88,9 @@ static int check_pmem_kind(const struct pmc_dev *d)
 }
 
 /* Existing metadata on the cache device vs --format/--force. */
-int create_check_cache(const struct create_opts *o, const struct create_devs *d)
+int create_check_cache(const struct create_opts *o, struct create_devs *d)
 {
+	struct pmctl_sb sb;
 	struct pmc_origin_id oidv, *oid = &oidv;
 	struct pmc_image im;
 	const char *why;
@@ -103,6 +105,8 @@ int create_check_cache(const struct create_opts *o, const struct create_devs *d)
 		err("%s", pmc_errmsg);
 		return EXIT_DEVICE;
 	}
+	if (!pmctl_sb_read(o->cache, &sb) && sb.state == PMCTL_SB_CACHE)
+		d->kept_dirty = sb.kept_dirty;
 	v = pmc_image_check(&im, oid, &why);
 	if (v < 0) {
 		err("%s: %s", o->cache, pmc_errmsg);
@@ -127,9 +131,28 @@ int create_check_cache(const struct create_opts *o, const struct create_devs *d)
 			    "(flush them first, or add --force)", o->cache,
 			    (unsigned long long)im.rs.dirty, o->origin);
 			r = EXIT_DIRTY;
+		} else if (!o->format && im.rs.dirty && !o->force && !o->activate) {
+			/*
+			 * Nothing records whether the origin was written since
+			 * these blocks were cached (a remove --keep-dirty, a
+			 * power cut, then the origin used alone): re-attaching
+			 * would write them over newer data.  Only the admin
+			 * knows; activate (boot) re-attaches, the udev rule
+			 * having kept the origin from use meanwhile.
+			 */
+			err("%s holds %llu dirty blocks for %s%s: the origin may have been "
+			    "written since, and they would overwrite it (--force re-attaches "
+			    "them if nothing wrote it)", o->cache,
+			    (unsigned long long)im.rs.dirty, o->origin,
+			    d->kept_dirty ? " kept by remove --keep-dirty" : "");
+			r = EXIT_DIRTY;
 		} else if (!o->format && im.rs.dirty) {
 			printf("%s: loading the existing cache with %llu dirty blocks\n",
 			       o->cache, (unsigned long long)im.rs.dirty);
+		}
+		if (!o->format) {
+			d->have_uuid = true;
+			memcpy(d->cache_uuid, im.sb.cache_uuid, sizeof(d->cache_uuid));
 		}
 		break;
 	case PMC_V_MISMATCH:

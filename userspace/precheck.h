@@ -16,7 +16,9 @@ struct create_opts {
 	uint32_t block_size;
 	int64_t high_wm, low_wm, wb_jobs, max_age;	/* -1: default */
 	const char *writeback;
-	bool flush_on_suspend, cleaner, format, force;
+	bool flush_on_suspend, cleaner, format;
+	bool force;		/* --format: lose dirty blocks; else re-attach them */
+	bool activate;		/* activate: dirty blocks are re-attached */
 };
 
 struct create_devs {
@@ -24,10 +26,14 @@ struct create_devs {
 	uint64_t n_blocks;		/* of a fresh format */
 	uint32_t origin_kind;		/* PMC_ORIGIN_ID_* */
 	uint8_t origin_uuid[16];
+	/* create_check_cache(): a valid cache that the table keeps */
+	bool have_uuid;
+	uint8_t cache_uuid[16];
+	bool kept_dirty;		/* remove --keep-dirty --force marked it */
 };
 
 /* 0, or an exit code after one error line on stderr. */
 int create_check_devices(const struct create_opts *o, struct create_devs *d);
-int create_check_cache(const struct create_opts *o, const struct create_devs *d);
+int create_check_cache(const struct create_opts *o, struct create_devs *d);
 
 #endif /* PMCTL_PRECHECK_H */

@@ -102,8 +102,8 @@ int pmc_table_parse(const char *params, struct pmc_table *t)
 #define ADD(o, k, v) json_object_object_add(o, k, v)
 #define U64(x) json_object_new_int64((int64_t)(x))
 
-json_object *pmc_status_json(const char *name, uint64_t len_sectors,
-			     const struct pmc_status *s,
+json_object *pmc_status_json(const char *name, const char *dm_uuid,
+			     uint64_t len_sectors, const struct pmc_status *s,
 			     const struct pmc_table *t, const char *origin_path,
 			     const char *cache_path, double rate_bps)
 {
@@ -112,6 +112,7 @@ json_object *pmc_status_json(const char *name, uint64_t len_sectors,
 
 	ADD(j, "schema", json_object_new_int(PMCTL_STATUS_SCHEMA));
 	ADD(j, "name", json_object_new_string(name));
+	ADD(j, "dm_uuid", dm_uuid && *dm_uuid ? json_object_new_string(dm_uuid) : NULL);
 	ADD(j, "size_sectors", U64(len_sectors));
 	ADD(j, "origin_dev", t ? json_object_new_string(t->origin) : NULL);
 	ADD(j, "origin", origin_path ? json_object_new_string(origin_path) : NULL);

@@ -49,10 +49,11 @@ int pmc_split_dm_line(const char *line, uint64_t *start, uint64_t *len,
 
 /*
  * The status object.  @rate_bps < 0: not measured (JSON null).  @t,
- * @origin_path and @cache_path may be NULL.
+ * @origin_path and @cache_path may be NULL; @dm_uuid NULL or "" (a device
+ * without a DM UUID) is null.
  */
-json_object *pmc_status_json(const char *name, uint64_t len_sectors,
-			     const struct pmc_status *s,
+json_object *pmc_status_json(const char *name, const char *dm_uuid,
+			     uint64_t len_sectors, const struct pmc_status *s,
 			     const struct pmc_table *t, const char *origin_path,
 			     const char *cache_path, double rate_bps);
 

@@ -15,6 +15,7 @@
 #include "pmemcachectl.h"
 #include "libpmc.h"
 #include "status.h"
+#include "probe.h"
 
 static int failures, cases;
 
@@ -109,6 +110,7 @@ static void json_schema_is_stable(void)
 {
 	static const struct { const char *key; json_type type; } keys[] = {
 		{ "schema", json_type_int }, { "name", json_type_string },
+		{ "dm_uuid", json_type_string },
 		{ "size_sectors", json_type_int }, { "origin_dev", json_type_string },
 		{ "cache_dev", json_type_string }, { "block_size", json_type_int },
 		{ "features", json_type_string }, { "blocks", json_type_int },
@@ -136,7 +138,8 @@ static void json_schema_is_stable(void)
 
 	CHECK(!pmc_status_parse(STATUS_OK, &s));
 	CHECK(!pmc_table_parse("9:0 259:0 4096", &t));
-	j = pmc_status_json("pc", 2048, &s, &t, "/dev/md0", "/dev/pmem0", 1234.5);
+	j = pmc_status_json("pc", "PMEMCACHE-x", 2048, &s, &t, "/dev/md0", "/dev/pmem0",
+			    1234.5);
 	for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
 		if (!json_object_object_get_ex(j, keys[i].key, &v) ||
 		    !json_object_is_type(v, keys[i].type)) {
@@ -162,8 +165,10 @@ static void json_rate_is_null_when_not_measured(void)
 	json_object *j, *v;
 
 	CHECK(!pmc_status_parse(STATUS_OK, &s));
-	j = pmc_status_json("pc", 2048, &s, NULL, NULL, NULL, -1);
+	j = pmc_status_json("pc", "", 2048, &s, NULL, NULL, NULL, -1);
 	CHECK(json_object_object_get_ex(j, "writeback_rate_bytes_per_sec", &v) && !v);
+	/* a device without a DM UUID (made by dmsetup): null, never "" */
+	CHECK(json_object_object_get_ex(j, "dm_uuid", &v) && !v);
 	json_object_put(j);
 }
 
@@ -330,10 +335,14 @@ static void set_keys_follow_the_target(void)
 	      !strcmp(msg, "nocleaner"));
 	CHECK(pmctl_set_message(k, "maybe", msg, sizeof(msg), why, sizeof(why)));
 	CHECK(strstr(why, "not on or off"));
-	/* max_age: no message changes it (pmc_tunables[].live is false) */
+	/* max_age changes by message; writeback only with a table */
 	k = pmctl_key_find("max_age");
+	CHECK(k && k->kind == PMCTL_KEY_NUMBER);
+	CHECK(!pmctl_set_message(k, "1000", msg, sizeof(msg), why, sizeof(why)) &&
+	      !strcmp(msg, "max_age 1000"));
+	k = pmctl_key_find("writeback");
 	CHECK(k && k->kind == PMCTL_KEY_TABLE_ONLY);
-	CHECK(pmctl_set_message(k, "1000", msg, sizeof(msg), why, sizeof(why)));
+	CHECK(pmctl_set_message(k, "pfn", msg, sizeof(msg), why, sizeof(why)));
 	CHECK(strstr(why, "cannot change while the cache runs"));
 }
 
@@ -364,6 +373,95 @@ static void table_flags_are_added_once(void)
 	CHECK(pmctl_table_add_flag("9:0 259:0 4096", "cleaner", out, 20));
 }
 
+/* The names a cache gets: DM UUID and default device name (probe.c). */
+static void dm_uuid_and_default_name_come_from_the_cache_uuid(void)
+{
+	static const uint8_t u[16] = { 0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef,
+				       0, 1, 2, 3, 4, 5, 6, 0xff };
+	char s[PMCTL_DM_UUID_LEN + 1], n[64];
+
+	pmctl_dm_uuid(u, s, sizeof(s));
+	CHECK(!strcmp(s, "PMEMCACHE-01234567-89ab-cdef-0001-0203040506ff"));
+	CHECK(strlen(s) == PMCTL_DM_UUID_LEN && PMCTL_DM_UUID_LEN < 129);
+	pmctl_default_name(u, n, sizeof(n));
+	CHECK(!strcmp(n, "pmemcache-01234567"));
+}
+
+/* A 4 KiB superblock area from the module's own format code. */
+static int formatted_area(u8 *area, const struct pmc_origin_id *oid, u8 uuid[16])
+{
+	struct pmc_image im;
+	char *p = tmp_image(1 << 20);
+	int fd, r = -1;
+
+	if (!p || pmc_image_open(&im, p, false, false))
+		return -1;
+	if (!pmc_meta_format(&im.meta, im.base, im.pmem_bytes, 2048, oid)) {
+		memcpy(uuid, im.meta.cache_uuid, 16);
+		fd = open(p, O_RDONLY);
+		r = fd >= 0 && pread(fd, area, 4096, 0) == 4096 ? 0 : -1;
+		if (fd >= 0)
+			close(fd);
+	}
+	pmc_image_close(&im);
+	unlink(p);
+	return r;
+}
+
+static void sb_probe_reads_what_format_recorded(void)
+{
+	struct pmc_origin_id oid = { .sectors = 123456, .kind = PMC_ORIGIN_ID_MD,
+				     .uuid = { 9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 1, 2, 3, 4, 5, 6 } };
+	static u8 area[4096];
+	struct pmctl_sb sb;
+	u8 uuid[16];
+
+	CHECK(!formatted_area(area, &oid, uuid));
+	pmctl_sb_parse(area, &sb);
+	CHECK(sb.state == PMCTL_SB_CACHE && !sb.kept_dirty);
+	CHECK(!memcmp(sb.cache_uuid, uuid, 16) && sb.block_size == 2048);
+	CHECK(sb.origin_kind == PMC_ORIGIN_ID_MD && sb.origin_sectors == 123456);
+	CHECK(!memcmp(sb.origin_uuid, oid.uuid, 16));
+	area[72] ^= 1;			/* origin_sectors: checksum fails */
+	pmctl_sb_parse(area, &sb);
+	CHECK(sb.state == PMCTL_SB_BAD);
+	area[72] ^= 1;
+	memcpy(area, "PMEMfmt!", 8);
+	pmctl_sb_parse(area, &sb);
+	CHECK(sb.state == PMCTL_SB_FORMATTING);
+	memset(area, 0, sizeof(area));
+	pmctl_sb_parse(area, &sb);
+	CHECK(sb.state == PMCTL_SB_NONE);
+}
+
+/* The kept-dirty mark: only a whole, matching mark counts. */
+static void kept_dirty_mark_counts_only_for_its_cache(void)
+{
+	struct pmc_origin_id oid = { .sectors = 8192 };
+	static u8 area[4096];
+	struct pmctl_sb sb;
+	u8 uuid[16], other[16];
+
+	CHECK(!formatted_area(area, &oid, uuid));
+	pmctl_mark_build(area + PMCTL_MARK_OFFSET, uuid, true, 1700000000);
+	pmctl_sb_parse(area, &sb);
+	CHECK(sb.state == PMCTL_SB_CACHE && sb.kept_dirty && sb.kept_time == 1700000000);
+	area[PMCTL_MARK_OFFSET + 9] ^= 1;	/* torn: checksum fails */
+	pmctl_sb_parse(area, &sb);
+	CHECK(sb.state == PMCTL_SB_CACHE && !sb.kept_dirty);
+	memcpy(other, uuid, 16);
+	other[0] ^= 0xff;			/* left by an older format */
+	pmctl_mark_build(area + PMCTL_MARK_OFFSET, other, true, 1700000000);
+	pmctl_sb_parse(area, &sb);
+	CHECK(!sb.kept_dirty);
+	pmctl_mark_build(area + PMCTL_MARK_OFFSET, uuid, false, 0);
+	pmctl_sb_parse(area, &sb);
+	CHECK(!sb.kept_dirty && sb.state == PMCTL_SB_CACHE);
+	/* the mark never touches the superblock the module checks */
+	CHECK(PMCTL_MARK_OFFSET >= PMC_SUPER_SIZE &&
+	      PMCTL_MARK_OFFSET + 512 <= PMC_SUPER_AREA);
+}
+
 int main(void)
 {
 	void (*tests[])(void) = {
@@ -376,6 +474,9 @@ int main(void)
 		readonly_image_never_changes,
 		small_reads_see_stores_and_cross_windows,
 		set_keys_follow_the_target, table_flags_are_added_once,
+		dm_uuid_and_default_name_come_from_the_cache_uuid,
+		sb_probe_reads_what_format_recorded,
+		kept_dirty_mark_counts_only_for_its_cache,
 	};
 	size_t i;
 

@@ -1,0 +1,69 @@
+# bash completion of pmemcachectl(8)
+_pmemcachectl_dm_names()
+{
+	local n
+	for n in /dev/mapper/*; do
+		[ "$n" = /dev/mapper/control ] || printf '%s\n' "${n#/dev/mapper/}"
+	done
+}
+
+_pmemcachectl()
+{
+	local cur prev cmd opts
+	COMPREPLY=()
+	cur=${COMP_WORDS[COMP_CWORD]}
+	prev=${COMP_WORDS[COMP_CWORD-1]}
+	local cmds="create activate status list flush remove detach set check udev-probe drain help"
+	if [ "$COMP_CWORD" -eq 1 ]; then
+		COMPREPLY=($(compgen -W "$cmds --help --version" -- "$cur"))
+		return
+	fi
+	cmd=${COMP_WORDS[1]}
+	case $prev in
+	-o|--origin|-c|--cache)
+		COMPREPLY=($(compgen -f -- "${cur:-/dev/}"))
+		return ;;
+	--writeback)
+		COMPREPLY=($(compgen -W "pfn bounce auto" -- "$cur"))
+		return ;;
+	-b|--block-size)
+		COMPREPLY=($(compgen -W "512 1024 2048 4096" -- "$cur"))
+		return ;;
+	esac
+	case $cmd in
+	create)
+		opts="--origin --cache --block-size --high-watermark --low-watermark
+		      --writeback-jobs --max-age --writeback --flush-on-suspend --cleaner
+		      --format --force" ;;
+	activate)
+		opts="--all --name --wait --dry-run"
+		if [[ $cur != -* ]]; then
+			COMPREPLY=($(compgen -W "$(ls -d /dev/pmem* 2>/dev/null)" -- "$cur"))
+			return
+		fi ;;
+	status) opts="--json --interval" ;;
+	list) opts="--json" ;;
+	flush) opts="--quiet" ;;
+	remove) opts="--keep-dirty --force --quiet" ;;
+	detach) opts="--timeout --quiet" ;;
+	set)
+		if [ "$COMP_CWORD" -eq 3 ]; then
+			COMPREPLY=($(compgen -W "high_watermark low_watermark writeback_jobs
+				stripe_blocks full_wait seq_bypass cleaner" -- "$cur"))
+			return
+		fi ;;
+	check) opts="--origin --json" ;;
+	drain) opts="--dry-run --no-mark-clean --json" ;;
+	help)
+		COMPREPLY=($(compgen -W "$cmds" -- "$cur"))
+		return ;;
+	esac
+	if [[ $cur == -* ]]; then
+		COMPREPLY=($(compgen -W "$opts --help" -- "$cur"))
+	elif [[ $cmd =~ ^(status|flush|remove|detach|set)$ ]] && [ "$COMP_CWORD" -eq 2 ]; then
+		COMPREPLY=($(compgen -W "$(_pmemcachectl_dm_names)" -- "$cur"))
+	elif [[ $cmd =~ ^(check|drain|udev-probe)$ ]]; then
+		COMPREPLY=($(compgen -f -- "$cur"))
+	fi
+}
+complete -F _pmemcachectl pmemcachectl
