@@ -172,6 +172,7 @@ P=/sys/module/dm_pmemcache/parameters
 durable_io discard /dev/mapper/pc %(dstart)d %(dsectors)d %(did)d %(dseed)d &
 durable_io write /dev/mapper/pc 0 %(sectors)d %(threads)d %(id_base)d %(seed)d &
 i=0
+armed=0
 while true; do
 	st=$(dmsetup status pc)
 	echo "ST $st"
@@ -185,6 +186,19 @@ while true; do
 		i=-1
 	fi
 	[ $i -ge 0 ] && i=$((i + 1))
+	# armed for 20 s and still running: the writers may keep the cache
+	# below the low watermark, where writeback rests; a flush makes it run
+	if [ $i -lt 0 ]; then
+		armed=$((armed + 1))
+		case %(point)s in
+		wb_*)
+			if [ $armed = 40 ]; then
+				dmsetup message pc 0 flush &
+				echo FLUSH_STARTED=1
+			fi
+			;;
+		esac
+	fi
 	sleep 0.5
 done
 """
