@@ -153,6 +153,26 @@ def test_bitmap_hints_under_threads():
         assert m.group(1) == "0" and m.group(2) == "0"
 
 
+def test_selection_bits_under_threads():
+    """index_stress --select: owner threads make blocks dirty (the store
+    sets the chunk's bit after the slot word) while a selector thread
+    clears bits and looks the chunks up, with atomic bit operations as in
+    the kernel; when the owners stop, a flush must find every dirty
+    block.  (Setting the bit before the slot word is stored, the order
+    pmc_wb_take() rules out, loses a few hundred blocks in such a run.)"""
+    p = build(["make", "-s", "-C", HOST, "index_stress"])
+    assert p.returncode == 0, p.stdout + p.stderr
+    for args in (["--ops", "200000"],
+                 ["--slots", "300", "--threads", "3", "--ops", "100000"]):
+        p = subprocess.run([os.path.join(HOST, "index_stress"), "--select",
+                            *args], capture_output=True, text=True,
+                           timeout=600)
+        print(p.stdout)
+        m = re.search(r"selected=(\d+) lost_candidates=(\d+)", p.stdout)
+        assert m and p.returncode == 0, p.stdout + p.stderr
+        assert int(m.group(1)) > 0 and m.group(2) == "0"
+
+
 def test_bench_select_counts_lookups_per_selected_block(index_model):
     """A small cache over an origin 4x its size, raid5-like stripes of 48
     blocks: whole stripes cost one lookup a block; the selection bitmaps
