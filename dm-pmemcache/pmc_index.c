@@ -19,13 +19,17 @@
  * in between, the hint is set again.  With a full barrier after each bit
  * operation, a non-empty word never keeps a clear hint once its writers are
  * done; a set hint over an empty word can stay, and the finder clears it.
+ *
+ * pmc_bm_layout(): the levels and word offsets of @nbits bits (w is left
+ * alone); the number of words, or 0 if it needs too many levels.
  */
-static int pmc_bm_init(struct pmc_bitmap *bm, u64 nbits)
+static u64 pmc_bm_layout(struct pmc_bitmap *bm, u64 nbits)
 {
 	u64 words = 0, nw;
 	u32 l;
 
-	memset(bm, 0, sizeof(*bm));
+	memset(bm->off, 0, sizeof(bm->off));
+	memset(bm->bits, 0, sizeof(bm->bits));
 	bm->bits[0] = nbits;
 	for (l = 0; ; l++) {
 		nw = (bm->bits[l] + BITS_PER_LONG - 1) >> PMC_BM_SHIFT;
@@ -34,10 +38,21 @@ static int pmc_bm_init(struct pmc_bitmap *bm, u64 nbits)
 		if (nw <= 1)
 			break;
 		if (l + 1 == PMC_BM_LEVELS)
-			return -EINVAL;
+			return 0;
 		bm->bits[l + 1] = nw;
 	}
 	bm->levels = l + 1;
+	return words;
+}
+
+static int pmc_bm_init(struct pmc_bitmap *bm, u64 nbits)
+{
+	u64 words;
+
+	memset(bm, 0, sizeof(*bm));
+	words = pmc_bm_layout(bm, nbits);
+	if (!words)
+		return -EINVAL;
 	bm->w = pmc_alloc_array(words, sizeof(*bm->w));
 	return bm->w ? 0 : -ENOMEM;
 }
@@ -98,6 +113,20 @@ static void pmc_bm_clear(struct pmc_bitmap *bm, u64 bit)
 	pmc_bm_unhint(bm, 0, bit >> PMC_BM_SHIFT);
 }
 
+/* Clear @bit if it is set; whether it was. */
+static bool pmc_bm_test_clear(struct pmc_bitmap *bm, u64 bit)
+{
+	unsigned long *w = pmc_bm_word(bm, 0, bit >> PMC_BM_SHIFT);
+	bool was;
+
+	if (!pmc_test_bit(bit & PMC_BM_MASK, w))
+		return false;
+	was = pmc_test_and_clear_bit(bit & PMC_BM_MASK, w);
+	pmc_mb_after_bitop();
+	pmc_bm_unhint(bm, 0, bit >> PMC_BM_SHIFT);
+	return was;
+}
+
 /*
  * The first set bit of level 0 at or after @from, or PMC_BM_NONE: up
  * while the rest of a word is empty, then down along the first hints.
@@ -137,7 +166,35 @@ static u64 pmc_bm_find(struct pmc_bitmap *bm, u64 from)
 	}
 }
 
-/* Every store of a slot word: the clean bitmap follows it. */
+/*
+ * A slot word just became a writeback candidate of @oblock: set the bit
+ * of its chunk in wb.cand (see pmc_wb_take() for the order).
+ */
+static void pmc_wb_note(struct pmc_index *idx, u64 oblock)
+{
+	struct pmc_wb_map *wb = &idx->wb;
+	u64 last = wb->cand.bits[0] - 1, c, h;
+
+	c = div64_u64(oblock, wb->chunk);
+	if (c > last) {
+		/*
+		 * Beyond the origin the chunks were sized for (it grew, or a
+		 * record survived from a larger one): the last chunk takes
+		 * it, and its walk goes up to the highest such block.
+		 */
+		c = last;
+		while ((h = READ_ONCE(wb->beyond)) <= oblock &&
+		       pmc_cmpxchg64(&wb->beyond, h, oblock + 1) != h)
+			;
+	}
+	pmc_mb_before_bitop();
+	pmc_bm_set(&wb->cand, c);
+}
+
+/*
+ * Every store of a slot word: the clean bitmap follows it, and a store
+ * that makes a writeback candidate sets its chunk's bit.
+ */
 static void pmc_index_store(struct pmc_index *idx, u32 slot, u64 v)
 {
 	bool was = pmc_slot_clean(idx->slot[slot]), now = pmc_slot_clean(v);
@@ -147,6 +204,8 @@ static void pmc_index_store(struct pmc_index *idx, u32 slot, u64 v)
 		pmc_bm_set(&idx->clean, slot);
 	else if (was && !now)
 		pmc_bm_clear(&idx->clean, slot);
+	if (idx->wb.chunk && pmc_wb_candidate(v))
+		pmc_wb_note(idx, pmc_slot_oblock(v));
 }
 
 /* ---- the index ---------------------------------------------------------- */
@@ -187,6 +246,11 @@ void pmc_index_destroy(struct pmc_index *idx)
 	pmc_free_array(idx->bucket);
 	pmc_free_array(idx->ref);
 	pmc_free_array(idx->clean.w);
+	pmc_free_array(idx->wb.cand.w);
+	pmc_free_array(idx->wb.parked.w);
+	idx->wb.cand.w = NULL;
+	idx->wb.parked.w = NULL;
+	idx->wb.chunk = 0;
 	idx->slot = NULL;
 	idx->next = NULL;
 	idx->bucket = NULL;
@@ -194,13 +258,24 @@ void pmc_index_destroy(struct pmc_index *idx)
 	idx->clean.w = NULL;
 }
 
+/* Chunks of the smallest size: as many bits as a wb bitmap may need. */
+static u64 pmc_wb_max_bits(const struct pmc_wb_map *wb)
+{
+	return div64_u64(wb->origin_blocks + wb->chunk_min - 1, wb->chunk_min);
+}
+
 size_t pmc_index_ram_bytes(const struct pmc_index *idx)
 {
 	u64 ref_words = (idx->n_slots + BITS_PER_LONG - 1) >> PMC_BM_SHIFT;
+	u64 wb_words = 0;
+	struct pmc_bitmap t;
 
+	if (idx->wb.cand.w)
+		wb_words = 2 * pmc_bm_layout(&t, pmc_wb_max_bits(&idx->wb));
 	return idx->n_slots * (sizeof(*idx->slot) + sizeof(*idx->next)) +
 	       (sizeof(*idx->bucket) << idx->bucket_bits) +
-	       (ref_words + pmc_bm_words(&idx->clean)) * sizeof(unsigned long);
+	       (ref_words + pmc_bm_words(&idx->clean) + wb_words) *
+	       sizeof(unsigned long);
 }
 
 u32 pmc_index_bucket(const struct pmc_index *idx, u64 oblock)
@@ -363,4 +438,236 @@ unsigned int pmc_index_clock(struct pmc_index *idx, u32 *hand,
 	}
 	*hand = pos < n ? pos : 0;
 	return got;
+}
+
+/* ---- writeback selection in origin order -------------------------------- */
+
+/*
+ * The chunks (struct pmc_wb_map).  A chunk is chunk_min = ceil(origin
+ * blocks / slots) origin blocks rounded up to whole stripes, so each of
+ * the two bitmaps has at most about one bit per slot (a quarter of a
+ * byte per slot for both, all levels), and a stripe never spans two
+ * chunks: a block that becomes a candidate sets the bit of the chunk
+ * that holds all of its stripe, which is what lets a parked chunk wait
+ * until its stripes may have become whole.  Looking at a chunk costs
+ * one hash lookup per origin block of it: chunk_min is the ratio of the
+ * origin to the cache (1 for a cache as large as the origin) or the
+ * stripe, whichever is larger.
+ */
+int pmc_index_wb_alloc(struct pmc_index *idx, u64 origin_blocks)
+{
+	struct pmc_wb_map *wb = &idx->wb;
+	u64 bits;
+
+	if (!origin_blocks)
+		origin_blocks = 1;
+	wb->origin_blocks = origin_blocks;
+	wb->chunk_min = div64_u64(origin_blocks + idx->n_slots - 1,
+				  idx->n_slots);
+	bits = pmc_wb_max_bits(wb);
+	if (pmc_bm_init(&wb->cand, bits) || pmc_bm_init(&wb->parked, bits))
+		return -ENOMEM;
+	wb->chunk = 0;
+	return 0;
+}
+
+void pmc_index_wb_build(struct pmc_index *idx, u32 stripe, u32 full_mask)
+{
+	struct pmc_wb_map *wb = &idx->wb;
+	u64 sb = stripe ? stripe : 1, chunk, n, s;
+
+	if (!wb->cand.w)
+		return;
+	wb->full_mask = full_mask;
+	chunk = div64_u64(wb->chunk_min + sb - 1, sb) * sb;
+	if (wb->chunk == chunk && wb->stripe == sb)
+		return;
+	/* Fewer chunks than allocated for: the same words hold them. */
+	n = div64_u64(wb->origin_blocks + chunk - 1, chunk);
+	pmc_bm_layout(&wb->cand, n);
+	pmc_bm_layout(&wb->parked, n);
+	memset(wb->cand.w, 0, pmc_bm_words(&wb->cand) * sizeof(unsigned long));
+	memset(wb->parked.w, 0,
+	       pmc_bm_words(&wb->parked) * sizeof(unsigned long));
+	wb->stripe = (u32)sb;
+	wb->beyond = 0;
+	wb->pos = 0;
+	wb->chunk = chunk;
+	for (s = 0; s < idx->n_slots; s++) {
+		u64 v = idx->slot[s];
+
+		if (pmc_wb_candidate(v))
+			pmc_wb_note(idx, pmc_slot_oblock(v));
+		if (!(s & 0xffff))
+			pmc_cond_resched();
+	}
+}
+
+u64 pmc_index_wb_chunk_of(const struct pmc_index *idx, u64 oblock)
+{
+	u64 c;
+
+	if (!idx->wb.chunk)
+		return 0;
+	c = div64_u64(oblock, idx->wb.chunk);
+	return c < idx->wb.cand.bits[0] ? c : idx->wb.cand.bits[0] - 1;
+}
+
+u64 pmc_index_wb_next(struct pmc_index *idx, u64 from, bool parked)
+{
+	u64 a, b;
+
+	if (!idx->wb.chunk)
+		return PMC_BM_NONE;
+	a = pmc_bm_find(&idx->wb.cand, from);
+	if (!parked)
+		return a;
+	b = pmc_bm_find(&idx->wb.parked, from);
+	return b < a ? b : a;
+}
+
+/*
+ * Selection takes the bits of chunk @c before it looks up the chunk's
+ * blocks.  No candidate may ever be without a bit: its block would never
+ * be written back, and a flush would wait for ever.  A store that makes
+ * a candidate (pmc_wb_note()) is S1: slot word stored; full barrier; S2:
+ * bit set.  Here T1: bit cleared (a value-returning atomic); full barrier;
+ * T2: the chunk's slot words read.  If T2 misses S1, then T1 came before
+ * S2 in the bit's order (else both barriers would have to be broken), so
+ * the bit is set again once S2 is done and a later walk finds it; if T1
+ * came after S2, T2 sees the candidate.  (In the kernel the lookups take
+ * the stripe lock under which S1 and S2 are done, which orders them too.)
+ * A candidate that selection sees and leaves (passed over, refused, the
+ * pass full) gets its chunk's bit back from pmc_wb_chunk() after the
+ * decision: between T1 and then, selection itself holds it.
+ */
+static bool pmc_wb_take(struct pmc_wb_map *wb, u64 c, bool parked)
+{
+	bool was = pmc_bm_test_clear(&wb->cand, c);
+
+	/* (each clear is followed by its full barrier) */
+	if (parked && pmc_bm_test_clear(&wb->parked, c))
+		was = true;
+	return was;
+}
+
+struct pmc_wb_walk {
+	struct pmc_index *idx;
+	struct pmc_wb_cand *out;
+	unsigned int n, want, cap, sel, whole;
+	const struct pmc_wb_ops *ops;
+	void *ctx;
+};
+
+/*
+ * Look at the blocks of chunk @c, stripe by stripe, in origin order; take
+ * what may go.  False if the pass filled up before the chunk's end: its
+ * bit is set again and the next pass starts with it.
+ */
+static bool pmc_wb_chunk(struct pmc_wb_walk *w, u64 c)
+{
+	struct pmc_wb_map *wb = &w->idx->wb;
+	u64 sb = wb->stripe, o = c * wb->chunk, end = o + wb->chunk, e;
+	bool partial = w->sel & PMC_SEL_PARTIAL, left = false, park = false;
+	unsigned int cnt, kept, got, i;
+	struct pmc_wb_cand *x, t;
+	bool whole;
+
+	if (!pmc_wb_take(wb, c, partial))
+		return true;
+	if (c + 1 == wb->cand.bits[0]) {
+		e = READ_ONCE(wb->beyond);
+		if (e > end)
+			end = o + div64_u64(e - o + sb - 1, sb) * sb;
+	}
+	for (; o < end; o += sb) {
+		x = &w->out[w->n];
+		cnt = 0;
+		kept = 0;
+		whole = sb > 1;
+		for (i = 0; i < sb; i++) {
+			if (!w->ops->look(w->ctx, o + i, &t) ||
+			    !pmc_wb_candidate(t.v)) {
+				whole = false;
+				continue;
+			}
+			if (pmc_slot_mask(t.v) != wb->full_mask)
+				whole = false;
+			if (w->n + kept < w->cap)
+				x[kept++] = t;
+			cnt++;
+		}
+		if (!cnt)
+			continue;
+		if (!whole && sb > 1 && !partial) {
+			park = true;	/* a partial stripe waits */
+			continue;
+		}
+		if (w->n && w->n + cnt > w->want) {
+			/* A stripe is not split: the rest goes next pass. */
+			pmc_bm_set(&wb->cand, c);
+			return false;
+		}
+		/* The first stripe may exceed @want; beyond @cap, it is split. */
+		got = 0;
+		for (i = 0; i < kept; i++)
+			if (w->ops->claim(w->ctx, &x[i], w->sel))
+				x[got++] = x[i];
+		if (got < cnt)
+			left = true;
+		else if (whole)
+			w->whole++;
+		w->n += got;
+	}
+	if (left)
+		pmc_bm_set(&wb->cand, c);
+	if (park)
+		pmc_bm_set(&wb->parked, c);
+	return true;
+}
+
+unsigned int pmc_index_wb_select(struct pmc_index *idx,
+				 struct pmc_wb_cand *out, unsigned int want,
+				 unsigned int cap, unsigned int sel,
+				 const struct pmc_wb_ops *ops, void *ctx,
+				 unsigned int *whole)
+{
+	struct pmc_wb_map *wb = &idx->wb;
+	struct pmc_wb_walk w = {
+		.idx = idx, .out = out, .want = want, .cap = cap, .sel = sel,
+		.ops = ops, .ctx = ctx,
+	};
+	bool partial = sel & PMC_SEL_PARTIAL, wrapped = false;
+	u64 start, from, c;
+	unsigned int looked = 0;
+
+	if (!wb->chunk || !want || cap < want)
+		return 0;
+	start = wb->pos < wb->cand.bits[0] ? wb->pos : 0;
+	from = start;
+	while (w.n < want) {
+		c = pmc_index_wb_next(idx, from, partial);
+		if (wrapped && c >= start)
+			c = PMC_BM_NONE;
+		if (c == PMC_BM_NONE) {
+			/* The end: from the start again, once, if empty-handed. */
+			if (w.n || wrapped || !start) {
+				from = 0;
+				break;
+			}
+			wrapped = true;
+			from = 0;
+			continue;
+		}
+		if (!pmc_wb_chunk(&w, c)) {
+			from = c;
+			break;
+		}
+		from = c + 1;
+		if (!(++looked & 63))
+			pmc_cond_resched();
+	}
+	wb->pos = from;
+	*whole += w.whole;
+	return w.n;
 }

@@ -5,9 +5,10 @@
  * Memory per cache slot: 8 bytes of packed slot state, 4 bytes of hash
  * chain / free list link, 2 to 4 bytes of hash bucket (the bucket count
  * is the largest power of two not above the slot count), one bit of
- * reference and 1.02 bits of clean bitmap (all its levels): 14.26 to
- * 16.26 bytes per slot, 14.3 for a namespace of a power of two bytes
- * (whose slot count is just below a power of two).
+ * reference, 1.02 bits of clean bitmap (all its levels) and at most 2.03
+ * bits of the two writeback bitmaps (below): 14.5 to 16.5 bytes per slot,
+ * 14.5 for a namespace of a power of two bytes (whose slot count is just
+ * below a power of two).
  *
  * The clean bitmap has one bit per slot that is clean (USED and none of
  * DIRTY, WB, STALE, BAD), kept by every store of a slot word; upper levels
@@ -15,6 +16,12 @@
  * point is found in O(levels) = O(log64 n) words: eviction never scans the
  * index.  The reference bitmap gives recently read or rewritten blocks a
  * second chance in the eviction clock.
+ *
+ * Writeback selection finds dirty blocks in origin order the same way:
+ * two hierarchical bitmaps over *chunks* of the origin (struct pmc_wb_map),
+ * with about as many bits as the cache has slots, say which chunks may
+ * hold a block that writeback could take; the chunk's blocks are then
+ * looked up in the hash, in origin order.
  *
  * The index has no locks of its own.  The kernel serialises a hash chain
  * with the lock of its stripe (pmc_index_bucket() & stripe mask) and the
@@ -51,6 +58,32 @@ struct pmc_bitmap {
 	u32 levels;
 };
 
+/*
+ * Writeback selection over origin chunks (pmc_index_wb_select()).  A chunk
+ * is @chunk origin blocks, a whole number of stripes; the last chunk also
+ * takes every block beyond the others (an origin that grew: see
+ * @beyond).  @cand has a bit for each chunk in which a block became a
+ * writeback candidate since selection last looked at it (set by every
+ * store of a slot word that makes one, pmc_index_store()), @parked one for
+ * each chunk whose candidates selection passed over because they are
+ * partial stripes: only selection that takes partial stripes looks at
+ * those, and a new candidate in such a chunk sets its @cand bit, so
+ * selection of whole stripes only never walks stripes that wait.  Every
+ * candidate has the bit of its chunk set in one of the two (bits over
+ * chunks without candidates may stay set: they cost one look).
+ */
+struct pmc_wb_map {
+	struct pmc_bitmap cand;
+	struct pmc_bitmap parked;
+	u64 origin_blocks;	/* the origin when allocated */
+	u64 chunk_min;		/* ceil(origin_blocks / slots): about 1 bit a slot */
+	u64 chunk;		/* origin blocks per chunk; 0: no bits kept */
+	u64 beyond;		/* 1 + the last candidate beyond the chunks, or 0 */
+	u64 pos;		/* the chunk where the next selection starts */
+	u32 stripe;		/* blocks per stripe, >= 1 */
+	u32 full_mask;		/* valid mask of a whole block */
+};
+
 struct pmc_index {
 	u64 n_slots;
 	u64 *slot;		/* oblock:48 | valid mask:8 | flags:8 */
@@ -61,6 +94,7 @@ struct pmc_index {
 	u64 n_free;
 	struct pmc_bitmap clean; /* USED and not DIRTY|WB|STALE|BAD */
 	unsigned long *ref;	/* referenced since the clock last passed */
+	struct pmc_wb_map wb;	/* writeback selection: pmc_index_wb_*() */
 };
 
 static inline u64 pmc_slot_pack(u64 oblock, u32 mask, u32 flags)
@@ -102,6 +136,16 @@ static inline bool pmc_slot_clean(u64 v)
 		 PMC_SF_BAD)) == PMC_SF_USED;
 }
 
+/* Dirty and not already on its way to the origin: writeback may take it. */
+static inline bool pmc_wb_candidate(u64 v)
+{
+	u32 f = pmc_slot_flags(v);
+
+	return (f & (PMC_SF_USED | PMC_SF_DIRTY)) ==
+		(PMC_SF_USED | PMC_SF_DIRTY) &&
+	       !(f & (PMC_SF_WB | PMC_SF_STALE | PMC_SF_WAITPREV | PMC_SF_BAD));
+}
+
 int pmc_index_init(struct pmc_index *idx, u64 n_slots);
 void pmc_index_destroy(struct pmc_index *idx);
 size_t pmc_index_ram_bytes(const struct pmc_index *idx);
@@ -141,5 +185,72 @@ u32 pmc_index_next_clean(struct pmc_index *idx, u32 from);
 typedef bool (*pmc_take_fn)(void *ctx, u32 slot, u64 v);
 unsigned int pmc_index_clock(struct pmc_index *idx, u32 *hand,
 			     unsigned int want, pmc_take_fn take, void *ctx);
+
+/* ---- writeback selection in origin order ------------------------------ */
+
+#define PMC_SEL_PARTIAL	0x1	/* partial stripes may go too */
+#define PMC_SEL_AGED	0x2	/* only blocks of an older max_age epoch */
+
+/* One dirty block picked for writeback: its slot word when picked. */
+struct pmc_wb_cand {
+	u64 v;
+	u32 slot;
+};
+
+/*
+ * What selection needs from its user.  @look: the live slot of @oblock
+ * and its word (the kernel reads them under the block's stripe lock), or
+ * false.  @claim: mark the block of @c PMC_SF_WB if its slot word is still
+ * @c->v and it may go now under @sel (false: locked out, changed, too
+ * young for PMC_SEL_AGED); it stays a candidate then.
+ */
+struct pmc_wb_ops {
+	bool (*look)(void *ctx, u64 oblock, struct pmc_wb_cand *c);
+	bool (*claim)(void *ctx, const struct pmc_wb_cand *c, unsigned int sel);
+};
+
+/*
+ * Allocate the selection bitmaps for an origin of @origin_blocks blocks
+ * (about one bit per slot each).  No bit is kept until
+ * pmc_index_wb_build().
+ */
+int pmc_index_wb_alloc(struct pmc_index *idx, u64 origin_blocks);
+
+/*
+ * Chunks of whole stripes of @stripe blocks (0 counts as 1), and the bits
+ * from the slot words: one pass over the index, done only when the stripe
+ * changed or nothing was built yet (after recovery).  Nothing may store a
+ * slot word meanwhile (the kernel calls it at resume).
+ */
+void pmc_index_wb_build(struct pmc_index *idx, u32 stripe, u32 full_mask);
+
+/* The chunk that @oblock belongs to (the last one for any beyond). */
+u64 pmc_index_wb_chunk_of(const struct pmc_index *idx, u64 oblock);
+
+/*
+ * The first chunk at or after @from whose bit is set in cand (or in
+ * parked too, if @parked), or ~0ULL.  O(levels) words.
+ */
+u64 pmc_index_wb_next(struct pmc_index *idx, u64 from, bool parked);
+
+/*
+ * Fill @out (room for @cap >= @want) with about @want candidates, claimed
+ * (@ops->claim), in ascending origin order, starting at the chunk where
+ * the last call stopped and wrapping to the start of the origin at most
+ * once (and only while nothing was taken yet, so @out stays sorted).
+ * Stripes of more than one block go whole first: without
+ * PMC_SEL_PARTIAL a stripe that is not whole (every block a candidate
+ * with a full mask) is passed over and its chunk parked.  A stripe is
+ * not split between calls, except one larger than @cap.  Adds to
+ * *@whole the stripes that went whole.  Cost: O(levels) words per chunk
+ * visited and one @ops->look per origin block of the chunk; chunks are
+ * visited only if a candidate appeared, was passed over or was refused
+ * there: never a scan of the index.
+ */
+unsigned int pmc_index_wb_select(struct pmc_index *idx,
+				 struct pmc_wb_cand *out, unsigned int want,
+				 unsigned int cap, unsigned int sel,
+				 const struct pmc_wb_ops *ops, void *ctx,
+				 unsigned int *whole);
 
 #endif /* PMC_INDEX_H */

@@ -43,6 +43,7 @@ enum pmc_ptag {
 #include <linux/random.h>
 #include <linux/ktime.h>
 #include <linux/log2.h>
+#include <linux/math64.h>
 #include <linux/printk.h>
 #include <linux/atomic.h>
 #include <linux/bitops.h>
@@ -110,6 +111,9 @@ struct pmc_atomic64 {
 #define pmc_test_and_clear_bit(nr, addr) test_and_clear_bit(nr, addr)
 /* full barrier: a bit operation before a later load (pmc_bm_unhint) */
 #define pmc_mb_after_bitop()		smp_mb__after_atomic()
+/* full barrier: an earlier store before a bit operation (pmc_wb_note) */
+#define pmc_mb_before_bitop()		smp_mb__before_atomic()
+#define pmc_cmpxchg64(p, o, n)		cmpxchg64(p, o, n)
 #define pmc_ffs_long(w)			__ffs(w)
 #define pmc_cond_resched()		cond_resched()
 

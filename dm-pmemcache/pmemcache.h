@@ -77,22 +77,6 @@ struct pmc_stats {
 	atomic64_t full_timeouts;	/* ... after waiting all of full_wait */
 };
 
-/* One dirty block picked for writeback: its slot word when picked. */
-struct pmc_wb_cand {
-	u64 v;
-	u32 slot;
-};
-
-/*
- * A writeback sweep: dirty blocks of one origin window, sorted by origin
- * block (wb_select.c).  Consumed front to back by writeback passes.
- */
-struct pmc_sweep {
-	struct pmc_wb_cand *c;
-	unsigned int cap, n, pos;
-	u64 next;		/* first origin block of the next window */
-};
-
 /* Writeback rate controller state (wb_rate.c). */
 struct pmc_rate {
 	u64 rate;		/* blocks per second; 0 = unlimited */
@@ -161,9 +145,7 @@ struct pmemcache {
 	atomic_t wb_done;	/* completion passes: wakes starved writers */
 	unsigned long wb_retry_at;	/* jiffies: after an error, no pass before */
 	wait_queue_head_t wb_wait;
-	u32 wb_hand;
-	u32 stripe_blocks;	/* 0: clock order, 1: sorted, >1: stripes */
-	struct pmc_sweep sweep;
+	u32 stripe_blocks;	/* 0, 1: origin order, >1: whole stripes first */
 	struct pmc_wb_cand *wb_cand;	/* PMC_WB_PASS, one pass's picks */
 	struct pmc_rate rc;
 	atomic_t flushers;	/* flush messages waiting for writeback */
@@ -256,12 +238,9 @@ void pmc_writeback_start(struct pmemcache *pc);
 int pmc_writeback_all(struct pmemcache *pc);
 void pmc_writeback_check_watermark(struct pmemcache *pc);
 
-/* wb_select.c */
-#define PMC_SEL_PARTIAL	0x1	/* partial stripes may go too */
-#define PMC_SEL_AGED	0x2	/* only blocks of an older max_age epoch */
-int pmc_sweep_init(struct pmemcache *pc);
-void pmc_sweep_exit(struct pmemcache *pc);
-void pmc_sweep_reset(struct pmemcache *pc);
+/* wb_select.c (PMC_SEL_PARTIAL, PMC_SEL_AGED: pmc_index.h) */
+int pmc_select_init(struct pmemcache *pc);
+void pmc_select_start(struct pmemcache *pc);
 u32 pmc_origin_stripe_blocks(struct pmemcache *pc);
 unsigned int pmc_wb_select(struct pmemcache *pc, struct pmc_wb_cand *out,
 			   unsigned int want, unsigned int sel);

@@ -452,11 +452,10 @@ bad:
 	return r;
 }
 
-/* DRAM that grows with the cache: the index and the writeback sweep. */
+/* DRAM that grows with the cache: the index and its bitmaps. */
 static u64 pmc_ram_bytes(const struct pmemcache *pc)
 {
-	return pmc_index_ram_bytes(&pc->idx) +
-	       (u64)pc->sweep.cap * sizeof(*pc->sweep.c);
+	return pmc_index_ram_bytes(&pc->idx);
 }
 
 static void pmc_status(struct dm_target *ti, status_type_t type,

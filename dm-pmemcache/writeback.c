@@ -590,7 +590,7 @@ void pmc_writeback_start(struct pmemcache *pc)
 	pc->pfn_capable = pmc_origin_takes_pfn(pc);
 	pc->stripe_blocks = pc->stripe_cfg == PMC_STRIPE_AUTO ?
 			    pmc_origin_stripe_blocks(pc) : pc->stripe_cfg;
-	pmc_sweep_reset(pc);
+	pmc_select_start(pc);
 	pmc_rate_init(pc);
 	WRITE_ONCE(pc->wb_retry_at, jiffies);
 	WRITE_ONCE(pc->pfn_failed, false);
@@ -627,7 +627,7 @@ int pmc_writeback_init(struct pmemcache *pc)
 				    GFP_KERNEL);
 	if (!pc->wb_cand)
 		return -ENOMEM;
-	r = pmc_sweep_init(pc);
+	r = pmc_select_init(pc);
 	if (r)
 		return r;
 	pc->page_pool = mempool_create_page_pool(BIO_MAX_VECS, 0);
@@ -645,6 +645,5 @@ void pmc_writeback_exit(struct pmemcache *pc)
 	pc->page_pool = NULL;
 	kfree(pc->wb_cand);
 	pc->wb_cand = NULL;
-	pmc_sweep_exit(pc);
 	bioset_exit(&pc->wb_bioset);
 }

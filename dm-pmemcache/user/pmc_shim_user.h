@@ -106,6 +106,11 @@ static inline bool pmc_test_and_clear_bit(unsigned long nr, unsigned long *a)
 
 #define pmc_mb_after_bitop()	__asm__ __volatile__("" ::: "memory")
 #endif
+/* the same barrier before a bit operation as after it */
+#define pmc_mb_before_bitop()	pmc_mb_after_bitop()
+/* the value that was there: @n was stored if it was @o */
+#define pmc_cmpxchg64(p, o, n)	__sync_val_compare_and_swap(p, o, n)
+#define div64_u64(a, b)		((u64)(a) / (u64)(b))
 #define pmc_ffs_long(w)		((unsigned long)__builtin_ctzl(w))
 #define pmc_cond_resched()	do { } while (0)
 

@@ -14,6 +14,13 @@ linear clock, a copy of the old io.c loop, with what inlined into them),
 
     python3 index_bench.py            # 1 GiB and 1 TiB (about 5 GB of RAM)
     python3 index_bench.py --quick    # 1 GiB and 64 GiB
+    python3 index_bench.py --select   # writeback selection, per selected block
+
+--select runs index_model --bench-select (pmc_index_wb_select(), the
+module's selection walk, with the lookups and claims of wb_select.c
+modelled) and reports, per block selected, the hash lookups, the
+instructions of the selection calls only (callgrind, collection toggled
+around each call) and ns.
 """
 import argparse
 import glob
@@ -100,6 +107,81 @@ def run_callgrind(gib, phases, ops, old):
     return res
 
 
+SELECT_PHASES = "p1,w,p50,q50"
+
+
+def parse_select(out):
+    res = {}
+    for line in out.splitlines():
+        if line.startswith("select "):
+            res[line.split()[1]] = dict(re.findall(r"(\w+)=(\S+)", line))
+        elif line.startswith("bench-select "):
+            res["_bench"] = dict(re.findall(r"(\w+)=(\S+)", line))
+    return res
+
+
+def run_select(gib, ops, callgrind):
+    cmd = [MODEL, "--bench-select", "--gib", str(gib), "--ops", str(ops),
+           "--phases", SELECT_PHASES]
+    tmp = None
+    if callgrind:
+        tmp = tempfile.mkdtemp(prefix="pmc-cg-")
+        out = os.path.join(tmp, "cg.out")
+        cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
+               "--collect-atstart=no", "--callgrind-out-file=" + out] + cmd
+    t = time.time()
+    p = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    sys.stderr.write("  %s: %.0f s\n" % (" ".join(cmd[-8:]), time.time() - t))
+    res = parse_select(p.stdout)
+    if callgrind:
+        for dump in glob.glob(out + ".*"):
+            trig = None
+            total = None
+            with open(dump) as f:
+                for line in f:
+                    m = re.match(r"desc: Trigger: Client Request: (\S+)", line)
+                    if m:
+                        trig = m.group(1)
+                    if line.startswith("totals:"):
+                        total = int(line.split()[1])
+            if trig in res and total is not None:
+                res[trig]["ir_per_block"] = total / float(res[trig]["selected"])
+        shutil.rmtree(tmp, ignore_errors=True)
+    return res
+
+
+def main_select(a, sizes):
+    per = {}
+    for g in sizes:
+        per[g] = {"native": {} if a.no_native else run_select(g, a.ops, False)}
+        if not a.no_callgrind:
+            per[g]["cg"] = run_select(g, a.ops, True)
+    s0, s1 = ("%g GiB" % s for s in sizes)
+    head = ["phase", "chunk blocks", "lookups " + s0, "lookups " + s1,
+            "Ir " + s0, "Ir " + s1, "ratio", "ns " + s0, "ns " + s1]
+    print("per selected block (pD: any block may go, D %% dirty; w: whole "
+          "stripes only; qD: stripe_blocks 1)")
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for ph in SELECT_PHASES.split(","):
+        n = [per[g]["native"].get(ph, {}) for g in sizes]
+        c = [per[g].get("cg", {}).get(ph, {}) for g in sizes]
+        ir = [float(x["ir_per_block"]) if "ir_per_block" in x else None
+              for x in c]
+        row = [ph, n[1].get("chunk", "-")]
+        row += ["%.2f" % float(x["looks_per_block"]) if x else "-" for x in n]
+        row += ["%.0f" % v if v is not None else "-" for v in ir]
+        row.append(ratio(ir[0], ir[1]) if None not in ir else "-")
+        row += ["%.0f" % float(x["ns_per_block"]) if x else "-" for x in n]
+        print("| " + " | ".join(str(x) for x in row) + " |")
+    for g in sizes:
+        b = per[g]["native"].get("_bench", {})
+        print("%g GiB: slots=%s ram_bytes_per_slot=%s fill_s=%s build_s=%s"
+              % (g, b.get("slots"), b.get("ram_bytes_per_slot"),
+                 b.get("fill_s"), b.get("build_s")))
+    return 0
+
+
 def ratio(a, b):
     return "%.2f" % (b / a) if a and b is not None else "-"
 
@@ -114,12 +196,16 @@ def main():
     ap.add_argument("--no-native", action="store_true")
     ap.add_argument("--no-callgrind", action="store_true")
     ap.add_argument("--no-old", action="store_true")
+    ap.add_argument("--select", action="store_true",
+                    help="writeback selection instead of the cycle bench")
     a = ap.parse_args()
     if not os.path.exists(MODEL):
         subprocess.run(["make", "-s", "-C", HERE, "index_model"], check=True)
     sizes = [float(x) for x in (a.sizes or ("1,64" if a.quick else "1,1024")).split(",")]
     if not shutil.which("valgrind") or not shutil.which("callgrind_annotate"):
         a.no_callgrind = True
+    if a.select:
+        return main_select(a, sizes)
     runs = [("bitmap", NEW_PHASES, a.ops, False)]
     if not a.no_old:
         runs.append(("old", OLD_PHASES, a.old_ops, True))

@@ -12,6 +12,26 @@
  *       words and a linear reference clock.  Last line:
  *       "check ... mismatches=M" (0 or exit status 1).
  *
+ *   index_model --check-select [--seed S]
+ *       Only the writeback selection part of --check: origins of awkward
+ *       sizes and stripes (blocks beyond the origin too), random writes,
+ *       rewrites of blocks under writeback (STALE, WAITPREV), completions
+ *       that fail, discards, evictions, resumes with another stripe size;
+ *       each pmc_index_wb_select() call (with refused claims, with and
+ *       without PMC_SEL_PARTIAL and PMC_SEL_AGED) against what brute force
+ *       over the slot words says it must take; after each operation no
+ *       candidate without a bit, no whole stripe only parked, the finder
+ *       against a scan of the bits; at the end a flush must select every
+ *       dirty block ("FLUSH NEVER ENDS" otherwise).
+ *
+ *   index_model --bench-select --gib G [--ops N] [--stripe S] [--phases P]
+ *       Writeback selection at G GiB of 4 KiB blocks over an origin 4x the
+ *       cache: per selected block, the hash lookups and ns of the
+ *       pmc_index_wb_select() calls (under callgrind --collect-atstart=no
+ *       only those calls are counted: index_bench.py --select).  Phases:
+ *       pD any block may go with D % dirty, w whole stripes only, qD as pD
+ *       with stripe_blocks 1.
+ *
  *   index_model --bench --gib G [--dirty PHASES] [--ops N] [--old]
  *       A cache of G GiB of pmem in 4 KiB blocks (slot count from the
  *       module's geometry), filled to the last block; then for each
@@ -354,6 +374,8 @@ static void check_directed(u64 n, u32 hand, unsigned int want, u32 expect)
 	pmc_index_destroy(&idx);
 }
 
+static unsigned int run_check_select(void);
+
 static int run_check(void)
 {
 	static const u64 sizes[] = {
@@ -372,7 +394,422 @@ static int run_check(void)
 	}
 	printf("check sizes=%u mismatches=%lu\n", (unsigned int)ARRAY_SIZE(sizes),
 	       mismatches);
+	i = run_check_select();
+	printf("check select configs=%u mismatches=%lu\n", i, mismatches);
 	return mismatches ? 1 : 0;
+}
+
+/* ---- --check: writeback selection against brute force -------------- */
+
+/*
+ * The module's flows, index side only: pmc_meta_write_block() (an older
+ * copy under writeback goes STALE, the new one waits with WAITPREV),
+ * pmc_meta_drop_block(), pmc_meta_wb_done(), eviction; selection through
+ * pmc_index_wb_select() with the lookups and claims of wb_select.c, a
+ * claim refused now and then (a lock, a write going around, an epoch that
+ * is too young for PMC_SEL_AGED).
+ */
+struct sel_model {
+	struct pmc_index idx;
+	u64 n, ob, span;	/* slots, origin blocks, blocks written to */
+	u32 sb, epoch, round;
+	bool refuse;
+	u32 *wb;		/* slots in writeback */
+	u64 n_wb;
+	u64 looks, selected, visits, rate_selected, whole;
+};
+
+static struct sel_model S;
+
+static bool sel_look(void *ctx, u64 o, struct pmc_wb_cand *c)
+{
+	u32 s = pmc_index_lookup(&S.idx, o);
+
+	S.looks++;
+	if (s == PMC_NO_SLOT)
+		return false;
+	c->slot = s;
+	c->v = S.idx.slot[s];
+	return true;
+}
+
+/* wb_select.c pmc_wb_claim(): what it refuses, as a pure function */
+static bool sel_refused(u32 slot, u64 v, unsigned int sel)
+{
+	if ((sel & PMC_SEL_AGED) && pmc_slot_epoch(v) == S.epoch)
+		return true;
+	return S.refuse && ((slot * 2654435761U) ^ S.round) % 7 == 0;
+}
+
+static bool sel_claim(void *ctx, const struct pmc_wb_cand *c,
+		      unsigned int sel)
+{
+	if (sel_refused(c->slot, c->v, sel) || S.idx.slot[c->slot] != c->v)
+		return false;
+	pmc_index_set_flags(&S.idx, c->slot, PMC_SF_WB, 0);
+	S.wb[S.n_wb++] = c->slot;
+	return true;
+}
+
+static const struct pmc_wb_ops sel_ops = {
+	.look = sel_look,
+	.claim = sel_claim,
+};
+
+struct bcand {
+	u64 o;
+	u32 slot;
+	u64 v;
+};
+
+static int bcand_cmp(const void *a, const void *b)
+{
+	u64 x = ((const struct bcand *)a)->o, y = ((const struct bcand *)b)->o;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Every candidate, in origin order (brute force over the slot words). */
+static u64 brute_cands(struct bcand *c)
+{
+	u64 s, k = 0;
+
+	for (s = 0; s < S.n; s++)
+		if (pmc_wb_candidate(S.idx.slot[s])) {
+			c[k].o = pmc_slot_oblock(S.idx.slot[s]);
+			c[k].slot = (u32)s;
+			c[k].v = S.idx.slot[s];
+			k++;
+		}
+	qsort(c, k, sizeof(*c), bcand_cmp);
+	return k;
+}
+
+/*
+ * What pmc_index_wb_select() must take, from the candidates alone: from
+ * the chunk where the last call stopped, stripes in origin order, whole
+ * ones only without PMC_SEL_PARTIAL, none split unless larger than @cap,
+ * wrapping once if nothing was taken.
+ */
+static unsigned int brute_select(struct bcand *c, u64 k, u64 start,
+				 unsigned int want, unsigned int cap,
+				 unsigned int sel, struct pmc_wb_cand *out)
+{
+	struct pmc_wb_map *wb = &S.idx.wb;
+	unsigned int n = 0, leg, cnt, kept, i;
+	u64 a, b, sb = wb->stripe;
+	bool whole;
+
+	for (leg = 0; leg < 2 && n < want; leg++) {
+		if (leg == 1 && (n || !start))
+			break;
+		for (a = 0; a < k && n < want; a = b) {
+			u64 st = c[a].o / sb, ch = pmc_index_wb_chunk_of(&S.idx, c[a].o);
+
+			for (b = a; b < k && c[b].o / sb == st; b++)
+				;
+			if (leg == 0 ? ch < start : ch >= start)
+				continue;
+			cnt = (unsigned int)(b - a);
+			whole = sb > 1 && cnt == sb;
+			for (i = 0; i < cnt; i++)
+				if (pmc_slot_mask(c[a + i].v) != wb->full_mask)
+					whole = false;
+			if (!whole && sb > 1 && !(sel & PMC_SEL_PARTIAL))
+				continue;
+			if (n && n + cnt > want)
+				break;
+			kept = cnt < cap - n ? cnt : cap - n;
+			for (i = 0; i < kept; i++)
+				if (!sel_refused(c[a + i].slot, c[a + i].v, sel)) {
+					out[n].slot = c[a + i].slot;
+					out[n].v = c[a + i].v;
+					n++;
+				}
+		}
+	}
+	return n;
+}
+
+static bool wb_bit(const struct pmc_bitmap *bm, u64 bit)
+{
+	return bm_bit(bm, 0, bit);
+}
+
+/* Hints of a selection bitmap exact, nothing beyond its end. */
+static void check_hints(const struct pmc_bitmap *bm, const char *what)
+{
+	u64 j, k, words;
+	u32 l;
+
+	for (l = 0; l < bm->levels; l++) {
+		words = (bm->bits[l] + BITS_PER_LONG - 1) / BITS_PER_LONG;
+		for (j = bm->bits[l]; j < words * BITS_PER_LONG; j++)
+			if (bm_bit(bm, l, j))
+				mismatch(what, S.n, l, j);
+		if (l + 1 == bm->levels)
+			continue;
+		for (k = 0; k < words; k++)
+			if (bm_bit(bm, l + 1, k) != !!bm->w[bm->off[l] + k])
+				mismatch(what, S.n, l + 1, k);
+	}
+}
+
+/*
+ * No candidate without a bit; no whole stripe of candidates in a chunk
+ * that is only parked (selection of whole stripes would never see it);
+ * the finder against a scan of the bits, and never past a chunk that
+ * holds a candidate.
+ */
+static void check_select_state(struct bcand *c)
+{
+	struct pmc_wb_map *wb = &S.idx.wb;
+	u64 k = brute_cands(c), a, b, nch = wb->cand.bits[0], i, p;
+	bool whole;
+
+	check_hints(&wb->cand, "wb cand hint");
+	check_hints(&wb->parked, "wb parked hint");
+	for (a = 0; a < k; a = b) {
+		u64 st = c[a].o / wb->stripe;
+		u64 ch = pmc_index_wb_chunk_of(&S.idx, c[a].o);
+
+		whole = wb->stripe > 1;
+		for (b = a; b < k && c[b].o / wb->stripe == st; b++)
+			if (pmc_slot_mask(c[b].v) != wb->full_mask)
+				whole = false;
+		if (b - a != wb->stripe)
+			whole = false;
+		if (!wb_bit(&wb->cand, ch) && !wb_bit(&wb->parked, ch))
+			mismatch("a candidate without a bit (never written back)",
+				 S.n, c[a].o, ch);
+		if (whole && !wb_bit(&wb->cand, ch))
+			mismatch("a whole stripe only parked", S.n, c[a].o, ch);
+	}
+	for (i = 0; i < 3; i++) {
+		u64 from = rnd_below(nch + 1), x, y = PMC_NO_SLOT, z = ~0ULL;
+		bool parked = i & 1;
+
+		for (p = from; p < nch; p++)
+			if (wb_bit(&wb->cand, p) ||
+			    (parked && wb_bit(&wb->parked, p))) {
+				y = p;
+				break;
+			}
+		x = pmc_index_wb_next(&S.idx, from, parked);
+		if (y == PMC_NO_SLOT)
+			y = ~0ULL;
+		if (x != y)
+			mismatch("wb next chunk", S.n, x, y);
+		for (a = 0; a < k; a++) {
+			u64 ch = pmc_index_wb_chunk_of(&S.idx, c[a].o);
+
+			if (ch >= from && ch < z)
+				z = ch;
+		}
+		if (parked && x > z)
+			mismatch("wb next chunk beyond a candidate", S.n, x, z);
+	}
+}
+
+static u64 sel_oblock(void)
+{
+	u64 r = rnd_below(100);
+
+	if (r < 2)	/* beyond the origin the chunks were sized for */
+		return S.ob + rnd_below(3 * S.idx.wb.chunk + 5);
+	return rnd_below(S.ob);
+}
+
+/* pmc_meta_write_block(), index side */
+static void sel_write(u64 o, u32 mask)
+{
+	u32 s = pmc_index_pop_free(&S.idx), old;
+	u32 f = PMC_SF_DIRTY | pmc_epoch_flags(S.epoch);
+
+	if (s == PMC_NO_SLOT) {
+		s = pmc_index_next_clean(&S.idx, (u32)rnd_below(S.n));
+		if (s == PMC_NO_SLOT)
+			s = pmc_index_next_clean(&S.idx, 0);
+		if (s == PMC_NO_SLOT)
+			return;		/* full of dirty blocks: around */
+		pmc_index_unlink(&S.idx, s);
+	}
+	if (pmc_index_inflight(&S.idx, o))
+		f |= PMC_SF_WAITPREV;
+	old = pmc_index_lookup(&S.idx, o);
+	if (old != PMC_NO_SLOT) {
+		if (pmc_slot_flags(S.idx.slot[old]) & PMC_SF_WB) {
+			pmc_index_set_flags(&S.idx, old, PMC_SF_STALE, 0);
+		} else {
+			pmc_index_unlink(&S.idx, old);
+			pmc_index_push_free(&S.idx, old);
+		}
+	}
+	pmc_index_insert(&S.idx, s, o, mask, f);
+}
+
+/* pmc_meta_wb_done() of in-flight entry @i */
+static void sel_done(u64 i, bool ok)
+{
+	u32 s = S.wb[i], cur;
+	u64 v = S.idx.slot[s];
+
+	S.wb[i] = S.wb[--S.n_wb];
+	if (pmc_slot_flags(v) & PMC_SF_STALE) {
+		pmc_index_unlink(&S.idx, s);
+		pmc_index_push_free(&S.idx, s);
+		cur = pmc_index_lookup(&S.idx, pmc_slot_oblock(v));
+		if (cur != PMC_NO_SLOT)
+			pmc_index_set_flags(&S.idx, cur, 0, PMC_SF_WAITPREV);
+	} else if (!ok) {
+		pmc_index_set_flags(&S.idx, s, 0, PMC_SF_WB);
+	} else {
+		pmc_index_set_flags(&S.idx, s, 0, PMC_SF_WB | PMC_SF_DIRTY |
+				    PMC_SF_EPOCH);
+	}
+}
+
+static void sel_once(struct bcand *c, unsigned int sel, unsigned int want,
+		     unsigned int cap)
+{
+	static struct pmc_wb_cand got[2048], exp[2048];
+	u64 k = brute_cands(c), start = S.idx.wb.pos, w0 = S.n_wb;
+	unsigned int whole = 0, n, m, i;
+
+	if (start >= S.idx.wb.cand.bits[0])
+		start = 0;
+	m = brute_select(c, k, start, want, cap, sel, exp);
+	n = pmc_index_wb_select(&S.idx, got, want, cap, sel, &sel_ops, NULL,
+				&whole);
+	S.selected += n;
+	S.visits++;
+	if (!sel)
+		S.rate_selected += n;
+	S.whole += whole;
+	if (n != m)
+		mismatch("selected blocks", S.n, n, m);
+	for (i = 0; i < n && i < m; i++)
+		if (got[i].slot != exp[i].slot || got[i].v != exp[i].v)
+			mismatch("selected block", S.n,
+				 pmc_slot_oblock(got[i].v),
+				 pmc_slot_oblock(exp[i].v));
+	for (i = 1; i < n; i++)
+		if (pmc_slot_oblock(got[i].v) <= pmc_slot_oblock(got[i - 1].v))
+			mismatch("selection not in origin order", S.n,
+				 pmc_slot_oblock(got[i - 1].v),
+				 pmc_slot_oblock(got[i].v));
+	if (S.n_wb - w0 != n)
+		mismatch("claimed != returned", S.n, S.n_wb - w0, n);
+}
+
+static void check_select(u64 n, u64 ob, u32 sb, unsigned long ops)
+{
+	struct bcand *c = calloc(n + 1, sizeof(*c));
+	u64 k, left;
+	unsigned long i;
+
+	memset(&S, 0, sizeof(S));
+	S.n = n;
+	S.ob = ob;
+	S.wb = calloc(n + 1, sizeof(*S.wb));
+	if (pmc_index_init(&S.idx, n) || pmc_index_wb_alloc(&S.idx, ob)) {
+		mismatch("init", n, 1, 0);
+		return;
+	}
+	for (k = n; k-- > 0;)
+		pmc_index_push_free(&S.idx, (u32)k);
+	pmc_index_wb_build(&S.idx, sb, 0xff);
+	for (i = 0; i < ops; i++) {
+		u32 op = (u32)rnd_below(100), j;
+		u64 o;
+
+		S.round = (u32)i;
+		if (op < 25) {
+			sel_write(sel_oblock(), rnd_below(5) ? 0xff : 0x0f);
+		} else if (op < 32) {
+			/* a whole stripe written, some blocks partly */
+			o = rnd_below(S.ob) / S.idx.wb.stripe * S.idx.wb.stripe;
+			for (j = 0; j < S.idx.wb.stripe; j++)
+				sel_write(o + j, rnd_below(20) ? 0xff : 0x0f);
+		} else if (op < 47) {
+			if (S.n_wb)
+				sel_done(rnd_below(S.n_wb), rnd_below(5) != 0);
+		} else if (op < 53) {
+			/* discard */
+			u32 s = pmc_index_lookup(&S.idx, sel_oblock());
+
+			if (s == PMC_NO_SLOT)
+				continue;
+			if (pmc_slot_flags(S.idx.slot[s]) & PMC_SF_WB) {
+				pmc_index_set_flags(&S.idx, s, PMC_SF_STALE, 0);
+			} else {
+				pmc_index_unlink(&S.idx, s);
+				pmc_index_push_free(&S.idx, s);
+			}
+		} else if (op < 56) {
+			S.epoch = (S.epoch + 1) & 3;
+		} else if (op < 57) {
+			/* a resume with another stripe size: rebuilt */
+			static const u32 sbs[] = { 0, 1, 2, 3, 4, 8, 16, 48 };
+
+			pmc_index_wb_build(&S.idx, sbs[rnd_below(8)], 0xff);
+		} else {
+			static const unsigned int sels[] = {
+				0, PMC_SEL_PARTIAL, PMC_SEL_PARTIAL | PMC_SEL_AGED,
+			};
+			unsigned int want = 1 + (unsigned int)rnd_below(
+				rnd_below(8) ? 40 : 1000);
+
+			S.refuse = rnd_below(2);
+			sel_once(c, sels[rnd_below(3)], want,
+				 want + (unsigned int)rnd_below(20));
+		}
+		if (n <= 5000 || !(i % 50))
+			check_select_state(c);
+	}
+	check_select_state(c);
+	/* a flush: everything written back, in a bounded number of passes */
+	S.refuse = false;
+	for (i = 0; i < 4 * n + 100; i++) {
+		while (S.n_wb)
+			sel_done(S.n_wb - 1, true);
+		if (!pmc_index_wb_select(&S.idx, (struct pmc_wb_cand[64]){ },
+					 64, 64, PMC_SEL_PARTIAL, &sel_ops,
+					 NULL, &(unsigned int){ 0 }) && !S.n_wb)
+			break;
+	}
+	left = brute_cands(c);
+	printf("select slots=%llu origin=%llu stripe=%u chunk=%llu calls=%llu "
+	       "selected=%llu whole_only=%llu whole_stripes=%llu beyond=%llu "
+	       "left=%llu\n", (unsigned long long)n, (unsigned long long)ob,
+	       S.idx.wb.stripe, (unsigned long long)S.idx.wb.chunk,
+	       (unsigned long long)S.visits, (unsigned long long)S.selected,
+	       (unsigned long long)S.rate_selected,
+	       (unsigned long long)S.whole,
+	       (unsigned long long)S.idx.wb.beyond, (unsigned long long)left);
+	if (left) {
+		printf("FLUSH NEVER ENDS slots=%llu: %llu dirty blocks are never selected\n",
+		       (unsigned long long)n, (unsigned long long)left);
+		mismatch("flush never ends", n, left, 0);
+	}
+	free(c);
+	free(S.wb);
+	pmc_index_destroy(&S.idx);
+}
+
+static unsigned int run_check_select(void)
+{
+	static const struct { u64 n, ob; u32 sb; } cfg[] = {
+		{ 1, 1, 1 }, { 8, 1, 0 }, { 8, 7, 0 }, { 64, 100, 4 },
+		{ 100, 1000, 48 }, { 300, 250, 3 }, { 1000, 4000, 1 },
+		{ 4097, 20000, 48 }, { 5000, 300000, 16 }, { 20000, 20000, 8 },
+	};
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(cfg) && !mismatches; i++)
+		check_select(cfg[i].n, cfg[i].ob, cfg[i].sb,
+			     cfg[i].n < 1000 ? 20000 : 8000);
+	return i;
 }
 
 /* ---- --bench -------------------------------------------------------- */
@@ -560,6 +997,19 @@ static void dirty_more(void)
 	}
 }
 
+/* The same without the model's writeback queue (--bench-select). */
+static void dirty_more_plain(void)
+{
+	while (B.n_dirty < B.target_dirty) {
+		u32 s = (u32)rnd_below(B.n);
+
+		if (!pmc_slot_clean(B.idx.slot[s]))
+			continue;
+		pmc_index_set_flags(&B.idx, s, PMC_SF_DIRTY, 0);
+		B.n_dirty++;
+	}
+}
+
 static void run_phase(const char *tok, u64 ops)
 {
 	double t;
@@ -591,6 +1041,188 @@ static void run_phase(const char *tok, u64 ops)
 	       (unsigned long long)B.cleaned,
 	       B.evicted ? (double)B.old_scanned / B.evicted : 0.0);
 	fflush(stdout);
+}
+
+/* ---- --bench-select: writeback selection at 1 GiB .. 1 TiB ----------- */
+
+static u64 bs_looks;
+
+static bool bs_look(void *ctx, u64 o, struct pmc_wb_cand *c)
+{
+	u32 s = pmc_index_lookup(&B.idx, o);
+
+	bs_looks++;
+	if (s == PMC_NO_SLOT)
+		return false;
+	c->slot = s;
+	c->v = B.idx.slot[s];
+	return true;
+}
+
+static bool bs_claim(void *ctx, const struct pmc_wb_cand *c, unsigned int sel)
+{
+	if (B.idx.slot[c->slot] != c->v)
+		return false;
+	pmc_index_set_flags(&B.idx, c->slot, PMC_SF_WB, 0);
+	return true;
+}
+
+static const struct pmc_wb_ops bs_ops = {
+	.look = bs_look,
+	.claim = bs_claim,
+};
+
+/* A new dirty copy of @ob (pmc_map_write(), index side). */
+static void bs_write(u64 ob)
+{
+	u32 old = pmc_index_lookup(&B.idx, ob), slot;
+
+	if (old != PMC_NO_SLOT && (pmc_slot_flags(B.idx.slot[old]) & PMC_SF_WB))
+		return;
+	slot = bench_alloc();
+	if (slot == PMC_NO_SLOT)
+		return;
+	old = pmc_index_lookup(&B.idx, ob);	/* eviction may have taken it */
+	if (old != PMC_NO_SLOT) {
+		if (pmc_slot_flags(B.idx.slot[old]) & PMC_SF_DIRTY)
+			B.n_dirty--;
+		pmc_index_unlink(&B.idx, old);
+		pmc_index_push_free(&B.idx, old);
+	}
+	pmc_index_insert(&B.idx, slot, ob, 0xff, PMC_SF_DIRTY);
+	B.n_dirty++;
+}
+
+static struct pmc_wb_cand bs_out[1024];
+
+/* The measured part: one selection. */
+static __attribute__((noinline)) unsigned int bs_select(unsigned int sel,
+							 unsigned int *whole)
+{
+	unsigned int n;
+
+	CALLGRIND_TOGGLE_COLLECT;
+	n = pmc_index_wb_select(&B.idx, bs_out, 1024, 1024, sel, &bs_ops,
+				NULL, whole);
+	CALLGRIND_TOGGLE_COLLECT;
+	return n;
+}
+
+/* Writeback completions of what was selected: clean now. */
+static void bs_done(unsigned int n)
+{
+	unsigned int i;
+
+	for (i = 0; i < n; i++)
+		pmc_index_set_flags(&B.idx, bs_out[i].slot, 0,
+				    PMC_SF_WB | PMC_SF_DIRTY | PMC_SF_EPOCH);
+	B.n_dirty -= n;
+}
+
+/*
+ * Phases: pD: everything may go (flush, above high_watermark), D % of the
+ * blocks dirty, kept so by random 4 KiB writes; qD: the same with
+ * stripe_blocks 1 (the bits rebuilt, as a resume with another stripe
+ * does); w: only whole stripes (between the watermarks): each pass
+ * follows 21 whole stripes written at random places, over the random
+ * dirty blocks left by the phase before, which wait as partial stripes
+ * (parked once, before the measured passes).
+ */
+static void bs_phase(const char *name, u64 ops, u32 sb)
+{
+	unsigned int sel = name[0] == 'w' ? 0 : PMC_SEL_PARTIAL;
+	unsigned int whole = 0, n, i, warm = 0;
+	u64 selected = 0, calls = 0, j;
+	double t = 0, t0;
+
+	if (name[0] == 'q')
+		sb = 1;
+	if (B.idx.wb.stripe != sb)
+		pmc_index_wb_build(&B.idx, sb, 0xff);
+	if (sel) {
+		B.target_dirty = (u64)(B.n * atof(name + 1) / 100.0);
+		dirty_more_plain();
+	}
+	if (!sel)	/* park the random ones, unmeasured */
+		while ((n = pmc_index_wb_select(&B.idx, bs_out, 1024, 1024, 0,
+						&bs_ops, NULL, &whole)))
+			bs_done(n), warm += n;
+	bs_looks = 0;
+	whole = 0;
+	CALLGRIND_ZERO_STATS;
+	CALLGRIND_START_INSTRUMENTATION;
+	while (selected < ops) {
+		if (sel) {
+			while (B.n_dirty < B.target_dirty)
+				bs_write(rnd() & B.origin_mask);
+		} else {
+			for (i = 0; i < 21; i++) {
+				u64 o = (rnd() & B.origin_mask) / sb * sb;
+
+				for (j = 0; j < sb; j++)
+					bs_write(o + j);
+			}
+		}
+		t0 = now_ns();
+		n = bs_select(sel, &whole);
+		t += now_ns() - t0;
+		calls++;
+		if (!n)
+			break;
+		selected += n;
+		bs_done(n);
+	}
+	CALLGRIND_STOP_INSTRUMENTATION;
+	CALLGRIND_DUMP_STATS_AT(name);
+	printf("select %s slots=%llu chunk=%llu chunks=%llu levels=%u "
+	       "dirty=%llu calls=%llu selected=%llu whole_stripes=%u "
+	       "looks_per_block=%.2f ns_per_block=%.1f warm=%u\n", name,
+	       (unsigned long long)B.n, (unsigned long long)B.idx.wb.chunk,
+	       (unsigned long long)B.idx.wb.cand.bits[0], B.idx.wb.cand.levels,
+	       (unsigned long long)B.n_dirty, (unsigned long long)calls,
+	       (unsigned long long)selected, whole,
+	       selected ? (double)bs_looks / selected : 0.0,
+	       selected ? t / selected : 0.0, warm);
+	fflush(stdout);
+}
+
+static int run_bench_select(double gib, u64 ops, u32 sb, char *phases)
+{
+	u64 pmem = (u64)(gib * (1ULL << 30)), off, i, bits = 0;
+	char *tok, *save = NULL;
+	double t0;
+
+	if (pmc_meta_geometry(pmem, 4096, &B.n, &off)) {
+		fprintf(stderr, "bad size\n");
+		return 2;
+	}
+	while ((1ULL << bits) < 4 * B.n)
+		bits++;
+	B.origin_mask = (1ULL << bits) - 1;
+	if (pmc_index_init(&B.idx, B.n) ||
+	    pmc_index_wb_alloc(&B.idx, B.origin_mask + 1)) {
+		fprintf(stderr, "no memory for the index\n");
+		return 2;
+	}
+	t0 = now_ns();
+	/* every slot a distinct clean block, then random ones dirty */
+	for (i = 0; i < B.n; i++)
+		pmc_index_insert(&B.idx, (u32)i,
+				 (i * 0x9e3779b97f4a7c15ULL) & B.origin_mask,
+				 0xff, 0);
+	printf("bench-select gib=%g slots=%llu origin=%llu stripe=%u "
+	       "ram_bytes_per_slot=%.3f fill_s=%.1f ", gib,
+	       (unsigned long long)B.n, (unsigned long long)B.origin_mask + 1,
+	       sb, (double)pmc_index_ram_bytes(&B.idx) / B.n,
+	       (now_ns() - t0) / 1e9);
+	t0 = now_ns();
+	pmc_index_wb_build(&B.idx, sb, 0xff);
+	printf("build_s=%.2f\n", (now_ns() - t0) / 1e9);
+	fflush(stdout);
+	for (tok = strtok_r(phases, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save))
+		bs_phase(tok, ops, sb);
+	return 0;
 }
 
 /*
@@ -672,10 +1304,16 @@ int main(int argc, char **argv)
 		{ "ops", required_argument, NULL, 'o' },
 		{ "old", no_argument, NULL, 'O' },
 		{ "seed", required_argument, NULL, 's' },
+		{ "bench-select", no_argument, NULL, 'S' },
+		{ "check-select", no_argument, NULL, 'C' },
+		{ "stripe", required_argument, NULL, 't' },
+		{ "phases", required_argument, NULL, 'p' },
 		{ }
 	};
-	bool check = false, bench = false, old = false;
-	char *phases = NULL;
+	bool check = false, bench = false, old = false, bsel = false;
+	bool csel = false;
+	u32 stripe = 48;
+	char *phases = NULL, *sel_phases = NULL;
 	double gib = 1;
 	u64 ops = 1000000;
 	int c;
@@ -688,6 +1326,10 @@ int main(int argc, char **argv)
 		case 'd': phases = optarg; break;
 		case 'o': ops = strtoull(optarg, NULL, 0); break;
 		case 'O': old = true; break;
+		case 'S': bsel = true; break;
+		case 'C': csel = true; break;
+		case 't': stripe = strtoul(optarg, NULL, 0); break;
+		case 'p': sel_phases = optarg; break;
 		case 's': rng = 88172645463325252ULL ^
 				(strtoull(optarg, NULL, 0) * 0x9e3779b97f4a7c15ULL);
 			  if (!rng)
@@ -699,8 +1341,19 @@ int main(int argc, char **argv)
 	}
 	if (check)
 		return run_check();
+	if (csel) {
+		unsigned int n = run_check_select();
+
+		printf("check select configs=%u mismatches=%lu\n", n,
+		       mismatches);
+		return mismatches ? 1 : 0;
+	}
 	if (bench)
 		return run_bench(gib, phases ? phases : "50", ops, old);
+	if (bsel)
+		return run_bench_select(gib, ops, stripe,
+					strdup(sel_phases ? sel_phases :
+					       "p1,w,p50,q50"));
 	fprintf(stderr, "usage: index_model --check | --bench --gib G ...\n");
 	return 2;
 }
