@@ -16,6 +16,11 @@
 #          matters only inside one window, which a random cut almost never
 #          hits: with MUTANT_COMPARE=1 each is also run by the vm checker
 #          (random cuts), reported on a line of its own and not counted;
+#   window-quiet:POINT,...
+#          the same, but each boot stops its writers once armed, waits for
+#          writeback to go quiet, then flushes and cuts at the 8th hit
+#          (PMC_CUT_QUIET=1, PMC_CUT_AFTER=8): the batch it cuts in was
+#          covered by no earlier origin flush;
 #   model  tests/host/crash_model is built over the mutant's pmc_meta.c and
 #          runs the make-test seeds (--ops 300, seeds 1 2 3, and the
 #          waitprev run --ops 600 --seed 2); caught if it reports a
@@ -45,8 +50,12 @@ MUTANTS=(
 	# exists (W3): only a cut between the two loses it
 	"older copy freed before the new record (W5 before W3)|pmc_meta.c|window:over_w2,over_w2,over_w2,over_w2|s.replace('\t/* W2: the data is durable', '\tif (old != PMC_NO_SLOT)\n\t\tpmc_meta_invalidate(m, old, PMC_P_FREE);\n\t/* W2: the data is durable', 1)"
 	# CLEAN stored before the origin flush (C1 before C0): one flush
-	# after the batch, its result ignored (if (0): no unused function)
-	"CLEAN before the origin flush (C1 before C0)|writeback.c|window:wb_c1,wb_c1,wb_c1|s.replace('\tpmc_wb_flush_origin(pc, &list);\n', '\tif (0)\n\t\tpmc_wb_flush_origin(pc, &list);\n', 1).replace('\tpmc_free_slots(pc, freed, nf);\n\tWRITE_ONCE(pc->starved, false);', '\tblkdev_issue_flush(pc->origin->bdev);\n\tpmc_free_slots(pc, freed, nf);\n\tWRITE_ONCE(pc->starved, false);', 1)"
+	# after the batch, its result ignored (if (0): no unused function).
+	# Cut at the 8th CLEAN of the first batch after the writers stopped
+	# and writeback went quiet (window-quiet): no earlier flush covered
+	# those blocks (random wb_c1 cuts mostly land on blocks that the
+	# previous batch's flush had made durable)
+	"CLEAN before the origin flush (C1 before C0)|writeback.c|window-quiet:wb_c1,wb_c1,wb_c1|s.replace('\tpmc_wb_flush_origin(pc, &list);\n', '\tif (0)\n\t\tpmc_wb_flush_origin(pc, &list);\n', 1).replace('\tpmc_free_slots(pc, freed, nf);\n\tWRITE_ONCE(pc->starved, false);', '\tblkdev_issue_flush(pc->origin->bdev);\n\tpmc_free_slots(pc, freed, nf);\n\tWRITE_ONCE(pc->starved, false);', 1)"
 )
 # every pmem fence of the shared metadata code, one at a time
 while IFS=: read -r line text; do
@@ -89,8 +98,12 @@ EOF
 	log="$LOGS/$(tr -c 'A-Za-z0-9_.-' _ <<<"$name").log"
 	verdict="NOT caught"
 	case $checker in
-	window:*)
+	window:* | window-quiet:*)
 		: > "$log"
+		quiet=0 after=0
+		if [[ $checker == window-quiet:* ]]; then
+			quiet=1 after=8
+		fi
 		if [ "${MUTANT_COMPARE:-0}" = 1 ]; then
 			# the same mutant under random cuts, for comparison
 			clog=${log%.log}.random.log
@@ -113,7 +126,8 @@ EOF
 			rm -rf "$tmp"
 			continue
 		fi
-		(cd "$REPO" && PMC_LONG=0 PMC_CUT_POINTS=${checker#window:} \
+		(cd "$REPO" && PMC_LONG=0 PMC_CUT_POINTS=${checker#*:} \
+			PMC_CUT_QUIET=$quiet PMC_CUT_AFTER=$after \
 			PMC_CUT_KO="$tmp/dm-pmemcache/dm-pmemcache.ko" \
 			KCACHE=$KCACHE KBUILD=$KBUILD $PY -m pytest -p no:cacheprovider -x -q \
 			tests/test_window_cuts.py) >> "$log" 2>&1

@@ -62,6 +62,12 @@ from vm import CUT_LINE, EXIT_CUT, KBUILD, KCACHE, REPO
 LONG = os.environ.get("PMC_LONG", os.environ.get("LONG", "0")) not in ("", "0")
 ROUNDS = int(os.environ.get("PMC_WINDOW_ROUNDS", "3"))
 ONLY = [p for p in os.environ.get("PMC_CUT_POINTS", "").split(",") if p]
+# PMC_CUT_QUIET=1: stop the writers before arming, let writeback go quiet,
+# then flush: the first writeback batch after that was covered by no
+# earlier origin flush (tests/mutants.sh: CLEAN before the origin flush).
+# PMC_CUT_AFTER=N: cut at the N-th hit instead of a seeded draw.
+QUIET = os.environ.get("PMC_CUT_QUIET", "0") not in ("", "0")
+FIXED_AFTER = int(os.environ.get("PMC_CUT_AFTER", "0"))
 CUT_KO = os.environ.get("PMC_CUT_KO")
 SHORT = ["over_w4", "recover_repair", "wb_flushed", "evict_e1", "discard_d1"]
 KSRC = KCACHE / "linux"
@@ -170,7 +176,9 @@ dmesg | sed -n 's/.*: recovery: \([0-9]*\) superseded, \([0-9]*\) torn.*/RECOVER
 echo "AFTER=$(dmsetup status pc)"
 P=/sys/module/dm_pmemcache/parameters
 durable_io discard /dev/mapper/pc %(dstart)d %(dsectors)d %(did)d %(dseed)d &
+dpid=$!
 durable_io write /dev/mapper/pc 0 %(sectors)d %(threads)d %(id_base)d %(seed)d &
+wpid=$!
 i=0
 armed=0
 while true; do
@@ -180,9 +188,18 @@ while true; do
 	set -- $st
 	# fields 4 and 5: blocks, dirty
 	if [ $i -ge 0 ] && { [ $(($5 * 100)) -ge $(($4 * %(arm_dirty)d)) ] || [ $i -ge 60 ]; }; then
+		if [ %(quiet)d = 1 ]; then
+			kill $wpid $dpid 2>/dev/null || true
+			wait $wpid $dpid 2>/dev/null || true
+			sleep 3
+			echo "QUIET=$(dmsetup status pc)"
+		fi
 		echo %(after)d > $P/cut_after
 		echo %(point)s > $P/cut_at || die "cut_at %(point)s"
 		echo "ARMED=$(cat $P/cut_at) $(cat $P/cut_after)"
+		if [ %(quiet)d = 1 ]; then
+			dmsetup message pc 0 flush &
+		fi
 		i=-1
 	fi
 	[ $i -ge 0 ] && i=$((i + 1))
@@ -215,7 +232,7 @@ def setup(ko, first=0):
 
 def writer_script(point, after, boot, rng):
     return setup(GUEST_KO, int(boot == 1)) + WRITE % dict(
-        arm_dirty=ARM_DIRTY, after=after, point=point, dstart=DISCARD_AT,
+        arm_dirty=ARM_DIRTY, after=after, point=point, quiet=int(QUIET), dstart=DISCARD_AT,
         dsectors=DISCARD_SECTORS, did=DISCARD_ID,
         dseed=rng.randrange(1, 1 << 30), sectors=REGION, threads=THREADS,
         id_base=boot * ID_STRIDE, seed=rng.randrange(1, 1 << 30))
@@ -304,6 +321,8 @@ def test_power_cuts_in_the_protocol_windows(vm, guest_tools, cut_ko, figures, tm
     for boot, point in enumerate(order, 1):
         lo, hi = CUT_AFTER[point]
         after = rng.randint(lo, hi)
+        if FIXED_AFTER:
+            after = FIXED_AFTER
         fl = list(files)
         if boot > 1:
             write_expect(model, expect, unseen)
