@@ -102,6 +102,9 @@ BLK_PFN_CASES = {
     "sg_pfn_miter_refuses", "bio_pfn_add_merge", "bio_pfn_iter",
     "bio_pfn_clone_split", "bio_pfn_map_sg", "bio_pfn_queue_gate",
     "bio_pfn_gate_deferred",
+    "pfn_kmap_register_lookup", "pfn_kmap_lookup_edges", "pfn_kmap_lookup_outside",
+    "pfn_kmap_overlap_refused", "pfn_kmap_unregister_forgets", "pfn_kmap_copy",
+    "pfn_kmap_bio_copy_poisoned_cookie",
 }
 DMA_PFN_CASES = {
     "dma_pfn_supported_direct", "dma_map_pfn_direct", "dma_map_pfn_beyond_mask",

@@ -30,6 +30,9 @@ def _tree_has(symbol, header):
 
 RAW_PMEM = _tree_has("dax_get_by_bdev_nopage", "include/linux/dax.h")
 PFN_IO = _tree_has("bio_add_pfn", "include/linux/bio.h")
+# raid4/5/6 copy page-less bios through pfn_kmap (core-patches 0017)
+RAID456_PFN = _tree_has("pfn_copies", "drivers/md/md.h")
+PFN_LEVELS = ("raid1", "raid10") + (("raid5", "raid6") if RAID456_PFN else ())
 
 # Fields of `dmsetup status` after "<start> <len> pmemcache".
 STATUS_FIELDS = [
@@ -142,7 +145,7 @@ def run(vm, body, **kw):
     return vm.run(PRELUDE + body, **kw)
 
 
-@pytest.mark.parametrize("level,disks", [("raid1", 2), ("raid10", 4), ("raid5", 4)])
+@pytest.mark.parametrize("level,disks", [("raid1", 2), ("raid10", 4), ("raid5", 4), ("raid6", 5)])
 def test_fio_verify_through_cache_then_on_origin(vm, level, disks):
     res = run(vm, """
 pmc_init
@@ -173,7 +176,7 @@ echo DONE=1
     assert s2["dirty"] == 0
     assert s2["wb_errors"] == 0 and s2["media_errors"] == 0
     assert s2["ram_bytes_per_block"] <= 16.0
-    if PFN_IO and RAW_PMEM and level in ("raid1", "raid10"):
+    if PFN_IO and RAW_PMEM and level in PFN_LEVELS:
         assert s2["route"] == "pfn"
         assert s2["wb_pfn_bytes"] > 0
     else:

@@ -26,6 +26,12 @@ uptime_cs() { awk '{printf "%d\n", $1 * 100}' /proc/uptime; }
 """
 
 
+
+def written(s):
+    """Blocks written back, page-less or through bounce pages: raid5 takes
+    page-less bios once core-patches 0017 is in."""
+    return s["wb_pfn_blocks"] + s["wb_bounce_blocks"]
+
 def test_whole_stripes_first_partial_stripes_wait(vm):
     res = run(vm, """
 pmc_init
@@ -77,11 +83,11 @@ fio_check again /dev/md0 %(again)s
     assert s1["wb_full_stripes"] == 128, s1
     assert s1["dirty"] == 10, s1
     assert s2["dirty"] == 0 and s2["wb_errors"] == 0
-    assert s2["wb_bounce_blocks"] == 128 * STRIPE + 10
+    assert written(s2) == 128 * STRIPE + 10
     # one origin flush covers many writes (no FUA per write)
     assert 0 < s2["wb_flushes"] < 128
     assert s3["stripe_blocks"] == 0 and s3["wb_full_stripes"] == 0
-    assert s3["dirty"] == 0 and s3["wb_bounce_blocks"] == 6144
+    assert s3["dirty"] == 0 and written(s3) == 6144
     # 1024 blocks in 1 MiB bios: the run reaches 256 KiB at block 64;
     # the 63 before it and the random write are cached
     assert s4["write_around"] == 1024 - 63 and s4["write_new"] == 63 + 1, s4
@@ -178,6 +184,6 @@ fio_check full /dev/md0 %(job)s
     assert s2["dirty"] == 0
     # a clean flush does no writeback and no origin flush
     assert s3["wb_flushes"] == s2["wb_flushes"]
-    assert s3["wb_bounce_blocks"] == s2["wb_bounce_blocks"]
+    assert written(s3) == written(s2)
     print("clean flush: %d cs" % int(res.value("CLEAN_FLUSH_CS")))
     assert res.values("VERIFY_OK") == ["full"]
