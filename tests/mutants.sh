@@ -63,6 +63,15 @@ while IFS=: read -r line text; do
 	MUTANTS+=("pmem fence pmc_meta.c:$line ($label)|pmc_meta.c|model|drop_line(s, $line)")
 done < <(grep -n 'pmc_pmem_fence(PMC_P_' "$REPO/dm-pmemcache/pmc_meta.c" | grep -v '^[0-9]*:static')
 
+# The vm checker: power cuts over the volatile origin with the module
+# built in $tmp (the mutant).
+volatile_cuts() {
+	(cd "$REPO" && PMC_LONG=0 PMC_DURABLE_CUTS=${MUTANT_CUTS:-8} \
+		PMC_MUTANT_KO="$tmp/dm-pmemcache/dm-pmemcache.ko" \
+		KCACHE=$KCACHE KBUILD=$KBUILD $PY -m pytest -p no:cacheprovider -x -q \
+		tests/test_durability.py::test_power_cuts_over_a_volatile_origin)
+}
+
 mkdir -p "$LOGS"
 sites=0 caught=0
 for m in "${MUTANTS[@]}"; do
@@ -110,11 +119,7 @@ EOF
 			cverdict="NOT caught"
 			if make -s -C "$KSRC" O="$KBUILD" CC="ccache gcc" M="$tmp/dm-pmemcache" \
 				modules > "$clog" 2>&1; then
-				(cd "$REPO" && PMC_LONG=0 PMC_DURABLE_CUTS=${MUTANT_CUTS:-8} \
-					PMC_MUTANT_KO="$tmp/dm-pmemcache/dm-pmemcache.ko" \
-					KCACHE=$KCACHE KBUILD=$KBUILD $PY -m pytest -p no:cacheprovider -x -q \
-					tests/test_durability.py::test_power_cuts_over_a_volatile_origin) \
-					>> "$clog" 2>&1
+				volatile_cuts >> "$clog" 2>&1
 				grep -q "acknowledged writes lost" "$clog" && cverdict=caught
 			fi
 			echo "comparison, not counted: mutant $name under ${MUTANT_CUTS:-8} random cuts: $cverdict (log $clog)"
@@ -140,11 +145,7 @@ EOF
 			rm -rf "$tmp"
 			continue
 		fi
-		(cd "$REPO" && PMC_LONG=0 PMC_DURABLE_CUTS=${MUTANT_CUTS:-8} \
-			PMC_MUTANT_KO="$tmp/dm-pmemcache/dm-pmemcache.ko" \
-			KCACHE=$KCACHE KBUILD=$KBUILD $PY -m pytest -p no:cacheprovider -x -q \
-			tests/test_durability.py::test_power_cuts_over_a_volatile_origin) \
-			>> "$log" 2>&1
+		volatile_cuts >> "$log" 2>&1
 		grep -q "acknowledged writes lost" "$log" && verdict=caught
 		;;
 	model)

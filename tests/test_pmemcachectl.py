@@ -29,6 +29,7 @@ from pathlib import Path
 import pytest
 
 import test_target_powercut as tp
+from test_bad_input import crc32c
 from vm import KBUILD, build
 
 REPO = Path(__file__).resolve().parent.parent
@@ -886,14 +887,6 @@ def test_activate_refuses_what_it_cannot_pin_down(tree, tmp_path):
                    "use create")
 
 
-def crc32c(seed, data):
-    """The kernel's crc32c(seed, buf, len): no pre- or post-inversion."""
-    crc = seed
-    for b in data:
-        crc ^= b
-        for _ in range(8):
-            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
-    return crc
 
 
 def write_kept_mark(img, uuid, when=1700000000):
