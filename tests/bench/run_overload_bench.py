@@ -35,7 +35,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 from vm import VM, KCACHE, KERNEL_REPORTS  # noqa: E402
 from run_bench import MODELS, run_guest  # noqa: E402
-from run_scale_bench import host_load  # noqa: E402
+from hostcpu import host_load  # noqa: E402
 
 REPO = HERE.parent.parent
 OUT = REPO / "docs/bench"

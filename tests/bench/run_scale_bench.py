@@ -40,6 +40,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 from vm import VM, BootFiles, KCACHE, KERNEL_REPORTS  # noqa: E402
+from hostcpu import host_load, span, watch  # noqa: E402
 
 REPO = HERE.parent.parent
 OUT = REPO / "docs/bench"
@@ -49,48 +50,6 @@ RT = int(os.environ.get("BENCH_SCALE_RT", "10" if QUICK else "30"))
 REPEATS = int(os.environ.get("BENCH_SCALE_REPEATS", "2"))
 WS_MB = int(os.environ.get("BENCH_SCALE_WS_MB", "256"))
 TIMEOUT = int(os.environ.get("BENCH_SCALE_TIMEOUT", "2400"))
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def children_map():
-    kids = {}
-    for p in Path("/proc").iterdir():
-        if not p.name.isdigit():
-            continue
-        try:
-            stat = (p / "stat").read_text()
-        except OSError:
-            continue
-        rest = stat[stat.rfind(")") + 2:].split()
-        kids.setdefault(int(rest[1]), []).append((int(p.name), stat[stat.find("(") + 1:stat.rfind(")")]))
-    return kids
-
-
-def find_qemu(root):
-    """The QEMU process under run-vm.sh (pid root): a descendant named qemu-system-*."""
-    kids, todo = children_map(), [root]
-    while todo:
-        for pid, comm in kids.get(todo.pop(), []):
-            if comm.startswith("qemu-system"):
-                return pid
-            todo.append(pid)
-    return None
-
-
-def cpu_s(pid):
-    """utime + stime of a process, seconds (all its threads)."""
-    try:
-        stat = Path("/proc/%d/stat" % pid).read_text()
-    except OSError:
-        return None
-    rest = stat[stat.rfind(")") + 2:].split()
-    return (int(rest[11]) + int(rest[12])) / CLK_TCK
-
-
-def host_load():
-    return {"loadavg": " ".join(Path("/proc/loadavg").read_text().split()[:3]),
-            "qemu_processes": len([1 for kids in children_map().values()
-                                   for _, c in kids if c.startswith("qemu-system")])}
 
 
 def boot(gib):
@@ -104,41 +63,19 @@ def boot(gib):
                      log=log)
     files = BootFiles.of(log)
     t0 = time.time()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    marks, qemu, buf, pos = {}, None, "", 0
+
+    def progress(l):
+        if l.startswith("PROGRESS "):
+            print("  [%4.0fs] %d GiB: %s" % (time.time() - t0, gib, l[9:]), flush=True)
     try:
-        while True:
-            done = proc.poll() is not None
-            if qemu is None and not done:
-                qemu = find_qemu(proc.pid)
-            try:
-                with open(files.out, errors="replace") as f:
-                    f.seek(pos)
-                    chunk = f.read()
-                    pos = f.tell()
-            except OSError:
-                chunk = ""
-            if chunk:
-                buf += chunk
-                *lines, buf = buf.split("\n")
-                for l in lines:
-                    if l.startswith("HOSTMARK "):
-                        marks[l.split()[1]] = (time.time(), cpu_s(qemu) if qemu else None)
-                    elif l.startswith("PROGRESS "):
-                        print("  [%4.0fs] %d GiB: %s" % (time.time() - t0, gib, l[9:]), flush=True)
-            if done:
-                break
-            time.sleep(0.02)
+        rc, marks = watch(cmd, files.out, progress)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
         du = subprocess.run(["du", "-sm", str(state)], capture_output=True, text=True).stdout.split()
         subprocess.run(["rm", "-rf", str(state)])
     console, output, _ = files.read()
-    if proc.returncode != 0:
-        print("  %d GiB: guest exited %d (log %s)" % (gib, proc.returncode, log), flush=True)
-    return output, marks, proc.returncode, console, int(du[0]) if du else None
+    if rc != 0:
+        print("  %d GiB: guest exited %d (log %s)" % (gib, rc, log), flush=True)
+    return output, marks, rc, console, int(du[0]) if du else None
 
 
 def parse(output):
@@ -183,15 +120,15 @@ def summarize_boot(gib, output, marks, rc, console, du_mb, load0):
                              for k in mem["before_format"]}
     if "after_remove" in mem and "after_load" in mem:
         b["mem_delta_load_kb"] = mem["after_remove"]["MemFree"] - mem["after_load"]["MemFree"]
-    idle = marks.get("idle0"), marks.get("idle1")
-    if all(idle) and idle[0][1] is not None and idle[1][1] is not None:
-        b["qemu_idle_cpu_per_s"] = (idle[1][1] - idle[0][1]) / (idle[1][0] - idle[0][0])
+    cpu, wall = span(marks, "idle0", "idle1")
+    if cpu is not None and wall:
+        b["qemu_idle_cpu_per_s"] = cpu / wall
     runs = []
     for rep, j in sorted(fio.items()):
         w = j["jobs"][0]["write"]
         pct = w["clat_ns"].get("percentile", {})
         g = scale.get("runs", {}).get(rep, {})
-        m0, m1 = marks.get("run0-" + rep), marks.get("run1-" + rep)
+        cpu, wall = span(marks, "run0-" + rep, "run1-" + rep)
         ios = w["total_ios"]
         run = {"r": int(rep), "writes": ios, "iops": w["iops"],
                "p50_us": pct.get("50.000000", 0) / 1e3, "p99_us": pct.get("99.000000", 0) / 1e3,
@@ -201,9 +138,9 @@ def summarize_boot(gib, output, marks, rc, console, du_mb, load0):
                "wb_blocks": num(g.get("wb_blocks")), "dirty": num(g.get("dirty"))}
         run["guest_cpu_us_per_write"] = (run["guest_busy_ticks"] * 1e4 / ios
                                          if ios and run["guest_busy_ticks"] is not None else None)
-        if m0 and m1 and m0[1] is not None and m1[1] is not None and ios:
-            run["host_cpu_s"] = m1[1] - m0[1]
-            run["host_wall_s"] = m1[0] - m0[0]
+        if cpu is not None and ios:
+            run["host_cpu_s"] = cpu
+            run["host_wall_s"] = wall
             run["host_cpu_us_per_write"] = run["host_cpu_s"] * 1e6 / ios
         runs.append(run)
         (OUT / ("scale-%dg-qd1-r%s.json" % (gib, rep))).write_text(json.dumps(
