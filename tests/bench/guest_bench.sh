@@ -2,8 +2,10 @@
 # Set by the host: LAYOUT (raid5|raid1), SYSTEMS (list), RT (s per job),
 # SIZE (job region), DRAIN_MB, JOBS (list of fio job names), REPEATS
 # (runs of each timed job per system).
-# Prints PROGRESS lines, BENCH sys=.. key=value lines and one
-# "FIOJSON sys job repeat {json}" line per fio run.
+# Prints PROGRESS lines, BENCH sys=.. key=value lines, one
+# "FIOJSON sys job repeat {json}" line per fio run and "HOSTMARK name"
+# lines at which the host reads the QEMU process's CPU time (idle0/idle1,
+# drain0-SYS/drain1-SYS around each timed drain; tests/bench/hostcpu.py).
 set +e
 dmesg -n 1
 insmod /lib/modules/extra/dm-pmemcache.ko || echo "PROGRESS no dm-pmemcache.ko"
@@ -105,9 +107,26 @@ drain_all() {
 }
 dirty_state() {
 	case $1 in
-	pmc-*) dmsetup status pc | awk '{print "dirty_blocks=" $5 " route=" $24 " ram_bytes_per_block=" $23}' ;;
+	# the writeback routes: blocks written back from pmem as page-less
+	# bios, through DRAM bounce pages, and pfn bios the origin refused
+	pmc-*) dmsetup status pc | awk '{print "dirty_blocks=" $5 " route=" $24 " ram_bytes_per_block=" $23 " wb_pfn_blocks=" $16 " wb_bounce_blocks=" $18 " wb_notsupp=" $21}' ;;
 	wc-*) dmsetup status wc | awk '{print "status=" $4 "," $5 "," $6 "," $7}' ;;
 	bcache) echo "state=$(cat /sys/block/bcache0/bcache/state) dirty=$(cat /sys/block/bcache0/bcache/dirty_data)" ;;
+	esac
+}
+
+# route_check SYS "STATE": say how the drain went out (STATE: dirty_state
+# after the drain; the counters were zero before the fill); a pmc-pfn
+# drain that went through bounce pages, or the reverse, is reported here
+# and by report.py, never counted as the other route's figure
+route_check() {
+	set -- $1 $(echo "$2" | tr ' ' '\n' | awk -F= '/^(route|wb_pfn_blocks|wb_bounce_blocks|wb_notsupp)=/{printf "%s ", $2}')
+	echo "PROGRESS $1: drain written back as $3 pfn, $4 bounce blocks ($5 pfn refused), route now $2"
+	case $1 in
+	pmc-pfn) [ "$3" != 0 ] && [ "$4" = 0 ] && [ "$5" = 0 ] && [ "$2" = pfn ] ||
+		echo "PROGRESS WARNING $1: the drain did not go (only) through pfn bios" ;;
+	pmc-bounce) [ "$4" != 0 ] && [ "$3" = 0 ] && [ "$2" = bounce ] ||
+		echo "PROGRESS WARNING $1: the drain did not go (only) through bounce pages" ;;
 	esac
 }
 
@@ -117,6 +136,12 @@ run_fio() {	# sys job repeat
 		{ echo "PROGRESS $1 $2 fio failed: $(head -c 300 /tmp/fio.err | tr '\n' ' ')"; return 1; }
 	echo "FIOJSON $1 $2 $3 $(tr -d '\n\t' < /tmp/fio.json)"
 }
+
+# the QEMU process's CPU time while the guest idles (report.py takes it
+# off the QEMU CPU of the sleep before each drain)
+echo "HOSTMARK idle0"
+sleep 3
+echo "HOSTMARK idle1"
 
 for sys in $SYSTEMS; do
 	case $sys in
@@ -154,12 +179,19 @@ for sys in $SYSTEMS; do
 			echo 3 > /proc/sys/vm/drop_caches
 			u3=$(mem_used); k3=$(kern_kb)
 			echo "BENCH sys=$sys fill_used_kb=$((u3 - u2)) fill_kern_kb=$((k3 - k2)) fill_mb=$DRAIN_MB $(dirty_state $sys)"
+			# the host reads the QEMU process's CPU time at each
+			# HOSTMARK (within ~20 ms: hence the sleep before the drain)
+			echo "HOSTMARK drain0-$sys"
+			sleep 0.5
 			set -- $(cpu_ticks); b0=$1 a0=$2
 			t0=$(now)
 			drain_all $sys >/dev/null 2>&1
 			t1=$(now)
 			set -- $(cpu_ticks)
-			echo "BENCH sys=$sys drain_s=$(awk "BEGIN{print $t1-$t0}") drain_cpu_ticks=$(($1 - b0)) drain_total_ticks=$(($2 - a0)) $(dirty_state $sys | sed 's/=/_after=/g')"
+			echo "HOSTMARK drain1-$sys"
+			after=$(dirty_state $sys | sed 's/=/_after=/g')
+			echo "BENCH sys=$sys drain_s=$(awk "BEGIN{print $t1-$t0}") drain_cpu_ticks=$(($1 - b0)) drain_total_ticks=$(($2 - a0)) $after"
+			case $sys in pmc-*) route_check $sys "$(dirty_state $sys)" ;; esac
 		else
 			r=1
 			while [ $r -le $REPEATS ]; do run_fio $sys $job $r; r=$((r + 1)); done

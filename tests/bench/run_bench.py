@@ -10,6 +10,12 @@ in docs/bench/*.png (tests/bench/report.py).
 Every timed job runs BENCH_REPEATS times (3) per system; the report
 shows the median and the spread of the repeats.
 
+The drain is timed in the guest (wall, and busy CPU ticks of /proc/stat)
+and on the host: the QEMU process's utime+stime between the HOSTMARKs the
+guest prints around it (tests/bench/hostcpu.py): under TCG the emulated
+CPU and the emulated DMA are QEMU's own work.  dm-pmemcache's status
+counters say which route (pfn bios or bounce pages) the drain took.
+
 BENCH_QUICK=1: short runtimes, one repeat and a small drain, for development.
 BENCH_MODELS / BENCH_LAYOUTS: restrict (e.g. BENCH_MODELS=hdd).
 """
@@ -25,6 +31,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 from vm import VM, BootFiles, KCACHE, KERNEL_REPORTS  # noqa: E402
+from hostcpu import span, watch  # noqa: E402
 
 REPO = HERE.parent.parent
 OUT = REPO / "docs/bench"
@@ -61,31 +68,30 @@ def run_boot(model, layout, systems):
     log = vm._log_path()
     cmd = vm.command(script, files=files, timeout=2400 * REPEATS, disks=6, disk_size=1024,
                      pmem_size=1024, throttle=MODELS[model], log=log)
-    rc, output, console = run_guest(cmd, log, model + "/")
+    marks = {}
+    rc, output, console = run_guest(cmd, log, model + "/", marks)
     subprocess.run(["rm", "-rf", str(state)])
     if rc != 0:
         print("  guest exited %d (log %s)" % (rc, log), flush=True)
-    return output, console, rc
+    return output, console, rc, marks
 
 
-def run_guest(cmd, log, label):
+def run_guest(cmd, log, label, marks=None):
     """Run a guest to its end, printing its PROGRESS lines as they come
     (prefixed with the time and @label); returns (exit status, script
-    output, kernel console)."""
-    t0, seen = time.time(), 0
+    output, kernel console).  The QEMU process's CPU time at the guest's
+    HOSTMARK lines goes into the dict MARKS if given (hostcpu.watch)."""
+    t0 = time.time()
+
+    def progress(l):
+        if l.startswith("PROGRESS "):
+            print("  [%4.0fs] %s%s" % (time.time() - t0, label, l[9:]), flush=True)
     boot = BootFiles.of(log)
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    while True:
-        done = proc.poll() is not None
-        console, output, _ = boot.read()
-        lines = output.splitlines()
-        for l in lines[seen:]:
-            if l.startswith("PROGRESS "):
-                print("  [%4.0fs] %s%s" % (time.time() - t0, label, l[9:]), flush=True)
-        seen = len(lines)
-        if done:
-            return proc.returncode, output, console
-        time.sleep(2)
+    rc, m = watch(cmd, boot.out, progress)
+    if marks is not None:
+        marks.update(m)
+    console, output, _ = boot.read()
+    return rc, output, console
 
 
 def parse(output):
@@ -103,6 +109,25 @@ def parse(output):
             key = kv.pop("sys", "_boot")
             bench.setdefault(key, {}).update(kv)
     return fio, bench
+
+
+def add_marks(bench, marks):
+    """The QEMU process's CPU time (host side) into the guest's figures:
+    per system qemu_cpu_s and qemu_wall_s between the HOSTMARKs around its
+    timed drain (they include the guest's 0.5 s sleep before the drain;
+    report.py takes the idle share off), and the boot's idle QEMU CPU per
+    second (HOSTMARKs idle0/idle1)."""
+    cpu, wall = span(marks, "idle0", "idle1")
+    if cpu is not None and wall:
+        bench.setdefault("_boot", {})["qemu_idle_cpu_per_s"] = "%.4f" % (cpu / wall)
+    for name in marks:
+        if name.startswith("drain0-"):
+            sys_ = name[len("drain0-"):]
+            cpu, wall = span(marks, name, "drain1-" + sys_)
+            if cpu is not None:
+                bench.setdefault(sys_, {}).update(
+                    qemu_cpu_s="%.2f" % cpu, qemu_wall_s="%.3f" % wall)
+    return bench
 
 
 def crash(console):
@@ -164,8 +189,9 @@ def main():
             start = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                      "loadavg_start": host_info()["loadavg"]}
             t0 = time.time()
-            output, console, rc = run_boot(model, layout, systems)
+            output, console, rc, marks = run_boot(model, layout, systems)
             fio, bench = parse(output)
+            add_marks(bench, marks)
             key = "%s-%s" % (model, layout)
             for old in OUT.glob(key + "-*.json"):
                 old.unlink()
