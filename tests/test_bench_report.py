@@ -74,3 +74,90 @@ def test_parse_keeps_each_repeat():
     assert fio == {"pmc-pfn": {"qd1_fsync-r1": {"jobs": []}, "qd1_fsync-r2": {"jobs": [1]}}}
     assert bench["pmc-pfn"] == {"drain_s": "1.5", "drain_cpu_ticks": "40"}
     assert bench["_boot"]["done"] == "1"
+
+
+def drain_run(pfn_route="pfn", pfn_bounce_blocks=0, notsupp=0):
+    """A raid5 boot's guest figures with both routes' drains (16 MiB, a
+    64th of a GiB) and the QEMU marks already added."""
+    def pmc(route, pfn, bounce, ticks, drain_s, qemu_cpu_s, qemu_wall_s, ns=0):
+        return {"route": route, "wb_pfn_blocks": "0", "wb_bounce_blocks": "0",
+                "wb_notsupp": "0", "drain_s": str(drain_s), "drain_cpu_ticks": str(ticks),
+                "route_after": route, "wb_pfn_blocks_after": str(pfn),
+                "wb_bounce_blocks_after": str(bounce), "wb_notsupp_after": str(ns),
+                "qemu_cpu_s": str(qemu_cpu_s), "qemu_wall_s": str(qemu_wall_s)}
+    return {"hdd-raid5": {"bench": {
+        "_boot": {"qemu_idle_cpu_per_s": "0.1000"},
+        # 0.5 s of the 1.5 s between the marks idle: 0.05 s of QEMU CPU off
+        "pmc-pfn": pmc(pfn_route, 4096 - pfn_bounce_blocks, pfn_bounce_blocks, 50, 1.0, 1.05,
+                       1.5, notsupp),
+        "pmc-bounce": pmc("bounce", 0, 4096, 100, 2.0, 4.05, 2.5),
+        "wc-mem": {"drain_s": "4.0", "drain_cpu_ticks": "80"}}}}
+
+
+def test_run_bench_adds_the_qemu_cpu_between_the_marks():
+    bench = {"pmc-pfn": {"drain_s": "1.0"}}
+    marks = {"idle0": (100.0, 10.0), "idle1": (103.0, 10.3),
+             "drain0-pmc-pfn": (110.0, 20.0), "drain1-pmc-pfn": (111.5, 21.25),
+             "drain0-wc-mem": (120.0, None), "drain1-wc-mem": (121.0, 30.0)}
+    run_bench.add_marks(bench, marks)
+    assert bench["_boot"] == {"qemu_idle_cpu_per_s": "0.1000"}
+    assert bench["pmc-pfn"] == {"drain_s": "1.0", "qemu_cpu_s": "1.25", "qemu_wall_s": "1.500"}
+    assert "wc-mem" not in bench		# no CPU reading at a mark: no figure
+
+
+def test_drain_figures_per_gib_with_the_idle_share_off():
+    d = report.drain_figures(drain_run(), {"drain_mb": 16})["hdd-raid5"]
+    p, b = d["pmc-pfn"], d["pmc-bounce"]
+    assert p["drain_s_per_gib"] == 64.0 and b["drain_s_per_gib"] == 128.0
+    assert p["guest_cpu_per_gib"] == 32.0 and b["guest_cpu_per_gib"] == 64.0
+    assert abs(p["qemu_cpu_per_gib"] - 64.0) < 1e-9 and abs(b["qemu_cpu_per_gib"] - 256.0) < 1e-9
+    assert p["route"] == {"pfn": 4096, "bounce": 0, "notsupp": 0, "route": "pfn", "ok": True}
+    assert b["route"]["ok"] and d["wc-mem"]["route"] is None
+    assert d["wc-mem"]["qemu_cpu_per_gib"] is None
+
+
+def test_pfn_vs_bounce_rows_for_raid5():
+    d = report.drain_figures(drain_run(), {"drain_mb": 16})
+    rows = report.pfn_vs_bounce_rows("hdd-raid5", d["hdd-raid5"])
+    assert rows == [
+        "| hdd-raid5 | pfn vs bounce | guest CPU s per GiB written back | <= 0.7x | 0.50x |",
+        "| hdd-raid5 | pfn vs bounce | QEMU CPU s per GiB written back (host) | <= 1.0x | 0.25x |",
+        "| hdd-raid5 | pfn vs bounce | drain s per GiB | <= 1.0x | 0.50x |"]
+    # a boot without both routes has no such row
+    assert report.pfn_vs_bounce_rows("hdd-raid5", {"pmc-bounce": d["hdd-raid5"]["pmc-bounce"]}) == []
+
+
+def test_a_pfn_drain_that_bounced_gives_no_ratio():
+    d = report.drain_figures(drain_run("bounce", pfn_bounce_blocks=4000, notsupp=1),
+                             {"drain_mb": 16})["hdd-raid5"]
+    r = d["pmc-pfn"]["route"]
+    assert r == {"pfn": 96, "bounce": 4000, "notsupp": 1, "route": "bounce", "ok": False}
+    assert report.pfn_vs_bounce(d) == []
+    rows = report.pfn_vs_bounce_rows("hdd-raid5", d)
+    assert len(rows) == 1 and "no ratio" in rows[0] and "96 / 4000, 1 pfn refused" in rows[0]
+    # silently bounced, route field still pfn: the counters catch it
+    d = report.drain_figures(drain_run("pfn", pfn_bounce_blocks=1), {"drain_mb": 16})["hdd-raid5"]
+    assert not d["pmc-pfn"]["route"]["ok"] and report.pfn_vs_bounce(d) == []
+
+
+def test_route_check_of_runs_without_counters():
+    assert report.route_check("pmc-pfn", {"route_after": "pfn"}) == {
+        "pfn": None, "bounce": None, "notsupp": None, "route": "pfn", "ok": True}
+    assert not report.route_check("pmc-pfn", {"route_after": "bounce"})["ok"]
+    assert report.route_check("wc-mem", {"drain_s": "1"}) is None
+
+
+def test_benchmarks_md_has_the_raid5_pfn_vs_bounce_rows(tmp_path, monkeypatch):
+    import json
+    runs = drain_run()
+    runs["hdd-raid5"].update(rc=0, fio_files=[], date="d", minutes=1)
+    settings = {"quick": True, "runtime_s": 2, "repeats": 1, "size": "256M", "drain_mb": 16,
+                "models": run_bench.MODELS, "layouts": run_bench.LAYOUTS, "jobs": run_bench.JOBS}
+    (tmp_path / "results.json").write_text(json.dumps({"settings": settings, "runs": runs}))
+    monkeypatch.setattr(report, "OUT", tmp_path)
+    monkeypatch.setattr(report, "DOC", tmp_path / "benchmarks.md")
+    report.main()
+    md = (tmp_path / "benchmarks.md").read_text()
+    assert "| hdd-raid5 | pfn vs bounce | QEMU CPU s per GiB written back (host) | <= 1.0x | 0.25x |" in md
+    assert "| hdd-raid5 | dm-pmemcache pfn | 1.00 | 64.00 | 16.0 | 32.00 | 64.00 | 4096 / 0 | 0.25x |" in md
+    assert "The boots' idle QEMU CPU: hdd-raid5 0.1000 s per s." in md
