@@ -47,7 +47,7 @@ MODELS = {"hdd": "150:157286400", "fast": None}
 # bcache last: its allocator thread has oopsed at registration here (a
 # NULL journal in bch_journal), which ends the boot.
 LAYOUTS = {
-    "raid5": ["raw", "journal", "pmc-bounce", "wc-mem", "wc-dev", "bcache"],
+    "raid5": ["raw", "journal", "pmc-pfn", "pmc-bounce", "wc-mem", "wc-dev", "bcache"],
     "raid1": ["raw", "pmc-pfn", "pmc-bounce", "wc-mem"],
 }
 
