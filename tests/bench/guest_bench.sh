@@ -121,12 +121,12 @@ dirty_state() {
 # and by report.py, never counted as the other route's figure
 route_check() {
 	set -- $1 $(echo "$2" | tr ' ' '\n' | awk -F= '/^(route|wb_pfn_blocks|wb_bounce_blocks|wb_notsupp)=/{printf "%s ", $2}')
-	echo "PROGRESS $1: drain written back as $3 pfn, $4 bounce blocks ($5 pfn refused), route now $2"
+	echo "PROGRESS $LAYOUT/$1: drain written back as $3 pfn, $4 bounce blocks ($5 pfn refused), route now $2"
 	case $1 in
 	pmc-pfn) [ "$3" != 0 ] && [ "$4" = 0 ] && [ "$5" = 0 ] && [ "$2" = pfn ] ||
-		echo "PROGRESS WARNING $1: the drain did not go (only) through pfn bios" ;;
+		echo "PROGRESS $LAYOUT/$1: WARNING: the drain did not go (only) through pfn bios" ;;
 	pmc-bounce) [ "$4" != 0 ] && [ "$3" = 0 ] && [ "$2" = bounce ] ||
-		echo "PROGRESS WARNING $1: the drain did not go (only) through bounce pages" ;;
+		echo "PROGRESS $LAYOUT/$1: WARNING: the drain did not go (only) through bounce pages" ;;
 	esac
 }
 
