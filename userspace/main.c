@@ -56,12 +56,29 @@ static const struct command commands[] = {
 	  "      5 no cache on PMEMDEV, else as create.\n" },
 	{ "status", cmd_status, "show the counters of a cache device",
 	  "usage: pmemcachectl status NAME [--json] [--interval MS]\n"
+	  "       pmemcachectl status NAME (-c | -o FIELDS) [--noheadings] [--separator SEP] [--json]\n"
 	  "\n"
-	  "  -j, --json           one JSON object (stable keys, see pmemcachectl(8))\n"
+	  "Without -c/-o: the counters one per line, or one JSON object.\n"
+	  "  -j, --json           one JSON object (stable keys, see pmemcachectl(8));\n"
+	  "                       with -c/-o: dm_report's JSON of those columns\n"
 	  "  -i, --interval MS    sample twice MS apart to measure the writeback\n"
-	  "                       rate (default 200; 0: no rate)\n" },
+	  "                       rate (default 200; 0: no rate)\n"
+	  "  -c, --columns        columns, as list prints them\n"
+	  "  -o, --options FIELDS columns FIELDS (comma list; +FIELDS: the default\n"
+	  "                       and FIELDS; -o help lists them)\n"
+	  "      --noheadings     no heading line; fields separated by ':'\n"
+	  "      --separator SEP  fields separated by SEP, not aligned\n" },
 	{ "list", cmd_list, "list the cache devices",
-	  "usage: pmemcachectl list [--json]\n" },
+	  "usage: pmemcachectl list [-o FIELDS] [--noheadings] [--separator SEP] [--json]\n"
+	  "\n"
+	  "One line per pmemcache device, in columns (dm_report, as dmsetup info -c).\n"
+	  "  -o, --options FIELDS columns FIELDS (comma list; +FIELDS: the default\n"
+	  "                       and FIELDS; -o help lists them)\n"
+	  "      --noheadings     no heading line; fields separated by ':'\n"
+	  "      --separator SEP  fields separated by SEP, not aligned\n"
+	  "  -j, --json           an array of status objects (without rate);\n"
+	  "                       with -c/-o: dm_report's JSON of those columns\n"
+	  "  -c, --columns        the default columns (for --json)\n" },
 	{ "flush", cmd_flush, "write back all dirty blocks, with progress",
 	  "usage: pmemcachectl flush NAME [--quiet]\n"
 	  "\n"

@@ -20,8 +20,24 @@ _pmemcachectl()
 	fi
 	cmd=${COMP_WORDS[1]}
 	case $prev in
-	-o|--origin|-c|--cache)
+	-o|--options)
+		# status/list: -o FIELDS; create/check: -o DEV
+		if [[ $cmd =~ ^(status|list)$ ]]; then
+			COMPREPLY=($(compgen -W "help $(pmemcachectl status -o help 2>/dev/null |
+				sed -n 's/^  \([a-z_]*\) .*/\1/p')" -- "$cur"))
+			return
+		fi
 		COMPREPLY=($(compgen -f -- "${cur:-/dev/}"))
+		return ;;
+	--origin|--cache)
+		COMPREPLY=($(compgen -f -- "${cur:-/dev/}"))
+		return ;;
+	-c)
+		if [ "$cmd" = create ]; then
+			COMPREPLY=($(compgen -f -- "${cur:-/dev/}"))
+			return
+		fi ;;
+	--separator)
 		return ;;
 	--writeback)
 		COMPREPLY=($(compgen -W "pfn bounce auto" -- "$cur"))
@@ -41,8 +57,8 @@ _pmemcachectl()
 			COMPREPLY=($(compgen -W "$(ls -d /dev/pmem* 2>/dev/null)" -- "$cur"))
 			return
 		fi ;;
-	status) opts="--json --interval" ;;
-	list) opts="--json" ;;
+	status) opts="--json --interval --columns --options --noheadings --separator" ;;
+	list) opts="--options --noheadings --separator --json --columns" ;;
 	flush) opts="--quiet" ;;
 	remove) opts="--keep-dirty --force --quiet" ;;
 	detach) opts="--timeout --quiet" ;;
