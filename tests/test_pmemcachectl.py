@@ -127,7 +127,7 @@ def test_binary_needs_only_libdevmapper_json_c_libc(tool):
 
 
 COMMANDS = ["create", "status", "list", "flush", "remove", "detach", "set",
-            "check", "drain", "activate", "udev-probe"]
+            "check", "drain", "activate", "udev-probe", "monitor"]
 
 
 @pytest.mark.parametrize("cmd", COMMANDS)
@@ -199,6 +199,10 @@ def test_no_command_and_unknown_command_are_usage_errors(tool):
     (["set", "pc", "seq_bypass", "4294967296"], ["seq_bypass: '4294967296' is not a number"]),
     (["set", "pc", "cleaner", "maybe"], ["cleaner: 'maybe' is not on or off"]),
     (["set", "pc", "writeback", "pfn"], ["writeback cannot change while the cache runs"]),
+    (["monitor", "--bogus"], ["bad option '--bogus'"]),
+    (["monitor", "pc", "--program"], ["option '--program' needs a value"]),
+    (["status", "pc", "-o"], ["option '-o' needs a value"]),
+    (["list", "--separator"], ["option '--separator' needs a value"]),
 ])
 def test_bad_arguments_give_one_line_and_exit_1(tool, args, words):
     p = run(*args)
@@ -222,6 +226,7 @@ def test_bad_devices_give_one_line_and_exit_2(tool, tmp_path):
         (["remove", "nosuchcache"], []),
         (["detach", "nosuchcache"], []),
         (["set", "nosuchcache", "high-watermark", "60"], []),
+        (["monitor", "nosuchcache", "--oneshot"], []),
     ]
     for args, words in cases:
         p = run(*args)

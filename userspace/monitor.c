@@ -104,7 +104,7 @@ void pmctl_hchange_line(const char *name, const struct pmctl_hchange *c,
 	size_t n;
 
 	if (c->ev == PMCTL_EV_GONE) {
-		snprintf(out, len, "%s: gone: the device was removed (health was %s)",
+		snprintf(out, len, "%s: gone: removed or detached (health was %s)",
 			 name, c->old);
 		return;
 	}

@@ -159,6 +159,7 @@ int cmd_detach(int argc, char **argv);
 int cmd_set(int argc, char **argv);
 int cmd_activate(int argc, char **argv);
 int cmd_udev_probe(int argc, char **argv);
+int cmd_monitor(int argc, char **argv);
 
 /* Help text of each command (main.c). */
 void usage_cmd(const char *cmd, bool to_stderr);

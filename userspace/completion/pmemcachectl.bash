@@ -13,7 +13,7 @@ _pmemcachectl()
 	COMPREPLY=()
 	cur=${COMP_WORDS[COMP_CWORD]}
 	prev=${COMP_WORDS[COMP_CWORD-1]}
-	local cmds="create activate status list flush remove detach set check udev-probe drain help"
+	local cmds="create activate status list monitor flush remove detach set check udev-probe drain help"
 	if [ "$COMP_CWORD" -eq 1 ]; then
 		COMPREPLY=($(compgen -W "$cmds --help --version" -- "$cur"))
 		return
@@ -39,6 +39,9 @@ _pmemcachectl()
 		fi ;;
 	--separator)
 		return ;;
+	-p|--program)
+		COMPREPLY=($(compgen -c -- "$cur"))
+		return ;;
 	--writeback)
 		COMPREPLY=($(compgen -W "pfn bounce auto" -- "$cur"))
 		return ;;
@@ -59,6 +62,7 @@ _pmemcachectl()
 		fi ;;
 	status) opts="--json --interval --columns --options --noheadings --separator" ;;
 	list) opts="--options --noheadings --separator --json --columns" ;;
+	monitor) opts="--program --oneshot --foreground" ;;
 	flush) opts="--quiet" ;;
 	remove) opts="--keep-dirty --force --quiet" ;;
 	detach) opts="--timeout --quiet" ;;
@@ -77,6 +81,8 @@ _pmemcachectl()
 	if [[ $cur == -* ]]; then
 		COMPREPLY=($(compgen -W "$opts --help" -- "$cur"))
 	elif [[ $cmd =~ ^(status|flush|remove|detach|set)$ ]] && [ "$COMP_CWORD" -eq 2 ]; then
+		COMPREPLY=($(compgen -W "$(_pmemcachectl_dm_names)" -- "$cur"))
+	elif [ "$cmd" = monitor ]; then
 		COMPREPLY=($(compgen -W "$(_pmemcachectl_dm_names)" -- "$cur"))
 	elif [[ $cmd =~ ^(check|drain|udev-probe)$ ]]; then
 		COMPREPLY=($(compgen -f -- "$cur"))

@@ -530,7 +530,7 @@ static void health_line_and_names(void)
 	CHECK(!strcmp(line, "pc: degraded: health full (at start; began full)"));
 	pmctl_health_step(&h, NULL, &c);
 	pmctl_hchange_line("pc", &c, line, sizeof(line));
-	CHECK(!strcmp(line, "pc: gone: the device was removed (health was full)"));
+	CHECK(!strcmp(line, "pc: gone: removed or detached (health was full)"));
 }
 
 int main(void)
