@@ -146,9 +146,13 @@ static void run_prog(const char *prog, const char *event, const char *name,
 	}
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
-	if (!WIFEXITED(status) || WEXITSTATUS(status))
+	if (WIFSIGNALED(status))
+		status = 128 + WTERMSIG(status);
+	else
+		status = WEXITSTATUS(status);
+	if (status)
 		syslog(LOG_WARNING, "%s: %s %s %s %s: exit status %d", name, prog, event,
-		       name, health, WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+		       name, health, status);
 }
 
 /* A child's life: watch @name until it is gone (or, --oneshot, a change). */

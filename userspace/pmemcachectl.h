@@ -62,8 +62,10 @@ struct dm_info;
 struct dm_task;
 
 int pmctl_dm_setup(void);
-/* libdevmapper's log function: errors kept for pmctl_dm_why() (reset
- * here); with pmctl_dm_log_stdout(true), dm_report's lines printed. */
+/*
+ * libdevmapper's log function: errors kept for pmctl_dm_why() (reset
+ * here); with pmctl_dm_log_stdout(true), dm_report's lines printed.
+ */
 void pmctl_dm_log_init(void);
 void pmctl_dm_log_stdout(bool on);
 /* dm_task_create() with the device name set; NULL on failure. */

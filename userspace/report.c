@@ -120,14 +120,16 @@ static const struct dm_report_field_type fields[] = {
 	NUM(R(ram_bytes), "ram_bytes", "RAM_BYTES", "Index DRAM in bytes (upper bound)."),
 	NUM(S(wb_rate), "wb_rate_blocks_per_sec", "WB_LIMIT",
 	    "Writeback rate allowed between the watermarks, blocks/s (0: no limit)."),
-	NUM(S(wb_target), "wb_target_dirty", "WB_TARGET", "Dirty blocks the rate controller aims at."),
+	NUM(S(wb_target), "wb_target_dirty", "WB_TARGET",
+	    "Dirty blocks the rate controller aims at."),
 	NUM(S(stripe_blocks), "stripe_blocks", "STRIPE", "Blocks of a stripe writeback gathers."),
 	NUM(S(wb_full_stripes), "wb_full_stripes", "FULL_STRIPES", "Whole stripes written back."),
 	NUM(S(wb_flushes), "wb_flushes", "WB_FLUSHES", "Origin flushes of writeback."),
 	NUM(S(full_waits), "full_waits", "FULL_WAITS", "Writes that waited in a full cache."),
 	NUM(S(full_around), "full_around", "FULL_AROUND", "Of those, sent around the cache."),
 	NUM(S(full_through), "full_through", "FULL_THROUGH", "Of those, written through it."),
-	NUM(S(full_timeouts), "full_timeouts", "FULL_TIMEOUTS", "Of those, waited all of full_wait."),
+	NUM(S(full_timeouts), "full_timeouts", "FULL_TIMEOUTS",
+	    "Of those, waited all of full_wait."),
 	NUM(S(bad_slots), "bad_slots", "BAD_SLOTS", "Blocks out of use (pmem badblocks)."),
 	{ 0, 0, 0, 0, "", "", NULL, NULL },
 };
@@ -234,7 +236,8 @@ struct pmctl_report *pmctl_report_init(const struct pmctl_report_opts *o, int *r
 	}
 	if (o->json) {
 		rep->group = dm_report_group_create(DM_REPORT_GROUP_JSON, NULL);
-		if (!rep->group || !dm_report_group_push(rep->group, rep->rh, (void *)"pmemcache")) {
+		if (!rep->group ||
+		    !dm_report_group_push(rep->group, rep->rh, (void *)"pmemcache")) {
 			err("cannot start the JSON report: %s", pmctl_dm_why());
 			goto fail;
 		}
