@@ -8,8 +8,9 @@
  * process that loops: event number (DM_DEVICE_INFO), status, decision
  * (monitor.c), wait for the next event.  The event number is read before
  * the status, so an event between the two ends the next wait at once.
- * The parent only waits for the children and stops them on SIGINT or
- * SIGTERM.
+ * A new table raises no event (detach swaps in a linear one), so a wait
+ * also ends every RECHECK_S seconds (SIGALRM, EINTR).  The parent only
+ * waits for the children and stops them on SIGINT or SIGTERM.
  */
 #define _DEFAULT_SOURCE
 #include <errno.h>
@@ -31,6 +32,7 @@
 #define TARGET		"pmemcache"
 #define CHILD_TOLD	10	/* a child's exit status: told a change (--oneshot) */
 #define MAX_DEVS	256
+#define RECHECK_S	10	/* a look without an event, at the latest */
 
 static volatile sig_atomic_t stop;
 
@@ -38,6 +40,11 @@ static void on_stop(int sig)
 {
 	(void)sig;
 	stop = 1;
+}
+
+static void on_alarm(int sig)
+{
+	(void)sig;	/* only to end the wait with EINTR */
 }
 
 /* Whether device @name has one pmemcache target: 1, 0 no/other, <0 error. */
@@ -120,9 +127,12 @@ static int look(const char *name, uint32_t *event_nr, char *health, size_t len)
 static void wait_event(const char *name, uint32_t event_nr)
 {
 	struct dm_task *dmt = pmctl_dm_task(DM_DEVICE_WAITEVENT, name);
+	bool ok;
 
-	if (dmt && dm_task_set_event_nr(dmt, event_nr) && !pmctl_dm_run(dmt) &&
-	    pmctl_dm_errno() != ENXIO && pmctl_dm_errno() != EINTR)
+	alarm(RECHECK_S);
+	ok = dmt && dm_task_set_event_nr(dmt, event_nr) && pmctl_dm_run(dmt);
+	alarm(0);
+	if (!ok && pmctl_dm_errno() != ENXIO && pmctl_dm_errno() != EINTR)
 		sleep(1);	/* an odd failure: do not spin */
 	if (dmt)
 		dm_task_destroy(dmt);
@@ -279,6 +289,8 @@ int cmd_monitor(int argc, char **argv)
 		if (!pids[i]) {
 			signal(SIGINT, SIG_DFL);
 			signal(SIGTERM, SIG_DFL);
+			sa.sa_handler = on_alarm;
+			sigaction(SIGALRM, &sa, NULL);
 			_exit(watch(names[i], prog, oneshot));
 		}
 		if (pids[i] < 0)
