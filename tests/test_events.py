@@ -131,6 +131,16 @@ wait_health() {
 		n=$((n + 1))
 	done
 }
+# told WORDS: until the monitor of all devices has told WORDS (at most 60 s),
+# so that it sees each state before the next one comes
+told() {
+	n=0
+	while ! grep -q "$1" /tmp/mon.err; do
+		[ $n -lt 120 ] || die "the monitor did not tell '$1'"
+		sleep 0.5
+		n=$((n + 1))
+	done
+}
 syslogd -O /tmp/messages && sleep 0.5 && [ -S /dev/log ] && echo SYSLOGD=1
 printf '#!/bin/sh\necho "$*" >> /tmp/prog.log\n' > /tmp/prog
 chmod +x /tmp/prog
@@ -160,16 +170,18 @@ dmsetup suspend org && dmsetup reload org --table "0 $sz error" && dmsetup resum
 dd if=/dev/urandom of=/dev/mapper/pc bs=4096 seek=5 count=1 oflag=direct 2>/dev/null || die "write to pmem"
 woken $one ONESHOT
 wait_health origin_failing
+told "degraded: health origin_failing "
 n=$(dmsetup status pc | awk '{print $4}')
 fio --name=fill --filename=/dev/mapper/pc --direct=1 --ioengine=libaio \
 	--iodepth=8 --rw=write --bs=4k --offset=1m --size=$(( (n + 64) * 4 ))k \
 	--continue_on_error=all > /dev/null 2>&1 || true
 wait_health origin_failing,full
+told "health origin_failing,full "
 dmsetup suspend org && dmsetup reload org --table "0 $sz linear /dev/md0 0" && dmsetup resume org || die "org back"
 timeout 120 dmsetup message pc 0 flush || die flush
 dd if=/dev/zero of=/dev/mapper/pc bs=4096 seek=6 count=1 oflag=direct 2>/dev/null || die "write after"
 wait_health ok
-sleep 2
+told "recovered: health ok "
 kill -TERM $term
 woken $term TERM
 dmsetup remove pc
