@@ -8,8 +8,18 @@ A cache over a dm origin that is switched to `error` and back:
 - with the origin back, writeback succeeds and blocks are freed: both
   conditions end (each with an info line and an event), health is `ok`
   again, and the data written while the origin failed reads back from it.
+
+`pmemcachectl monitor` over the same sequence: each change of the health
+is one line (syslog, stderr with -f) and one run of --program, --oneshot
+returns at the first one, SIGTERM stops a monitor, and the removal of the
+last device ends one.
 """
+import re
+
+import pytest
+
 from test_target import parse_status, pmemcache_module, run  # noqa: F401
+from vm import REPO, build
 
 
 def test_failing_origin_raises_events_and_health(vm):
@@ -92,3 +102,138 @@ cmp /tmp/o /tmp/b && echo BLOCK_ON_ORIGIN=1
     assert "pc: origin write failed (-5): dirty blocks kept" in log, log[-3000:]
     assert "pc: cache full: writes wait full_wait" in log, log[-3000:]
     assert "pc: origin_failing ended" in log and "pc: full ended" in log, log[-3000:]
+
+
+@pytest.fixture(scope="module")
+def tool():
+    """userspace/pmemcachectl, which vm.guest_files() puts in the guest."""
+    p = build(["make", "-C", str(REPO / "userspace"), "pmemcachectl"])
+    assert p.returncode == 0, p.stdout + p.stderr
+
+
+MONITOR = r"""
+health() { dmsetup status pc | awk '{print $NF}'; }
+# woken PID NAME: NAME=<exit status> of PID, or NAME=timeout after 60 s
+woken() {
+	n=0
+	while kill -0 $1 2>/dev/null; do
+		[ $n -lt 120 ] || { kill $1; echo "$2=timeout"; return 0; }
+		sleep 0.5
+		n=$((n + 1))
+	done
+	wait $1 && echo "$2=0" || echo "$2=$?"
+}
+wait_health() {
+	n=0
+	while [ "$(health)" != "$1" ]; do
+		[ $n -lt 120 ] || die "health stays $(health), not $1"
+		sleep 0.5
+		n=$((n + 1))
+	done
+}
+# told WORDS: until the monitor of all devices has told WORDS (at most 60 s),
+# so that it sees each state before the next one comes
+told() {
+	n=0
+	while ! grep -q "$1" /tmp/mon.err; do
+		[ $n -lt 120 ] || die "the monitor did not tell '$1'"
+		sleep 0.5
+		n=$((n + 1))
+	done
+}
+syslogd -O /tmp/messages && sleep 0.5 && [ -S /dev/log ] && echo SYSLOGD=1
+printf '#!/bin/sh\necho "$*" >> /tmp/prog.log\n' > /tmp/prog
+chmod +x /tmp/prog
+pmc_init
+md_make md0 raid1 2 a
+sz=$(blockdev --getsz /dev/md0)
+dm_create org "0 $sz linear /dev/md0 0" || die org
+dm_create pc "0 $sz pmemcache /dev/mapper/org /dev/pmem0 4096 6 high_watermark 0 low_watermark 0 full_wait 300" || die create
+
+set +e
+pmemcachectl monitor nosuch --oneshot 2>/tmp/e; echo "NOSUCH_RC=$?"
+echo "NOSUCH_ERR=$(cat /tmp/e)"
+pmemcachectl monitor org --oneshot 2>/tmp/e; echo "NOTOURS_RC=$?"
+echo "NOTOURS_ERR=$(cat /tmp/e)"
+set -e
+# every pmemcache device (org is linear: not watched), in the foreground
+pmemcachectl monitor -f --program /tmp/prog 2>/tmp/mon.err &
+mon=$!
+pmemcachectl monitor pc --oneshot 2>/tmp/one.err &
+one=$!
+pmemcachectl monitor pc -f 2>/tmp/term.err &
+term=$!
+sleep 2
+kill -0 $one 2>/dev/null && echo ONESHOT_WAITS=1
+
+dmsetup suspend org && dmsetup reload org --table "0 $sz error" && dmsetup resume org || die "org error"
+dd if=/dev/urandom of=/dev/mapper/pc bs=4096 seek=5 count=1 oflag=direct 2>/dev/null || die "write to pmem"
+woken $one ONESHOT
+wait_health origin_failing
+told "degraded: health origin_failing "
+n=$(dmsetup status pc | awk '{print $4}')
+fio --name=fill --filename=/dev/mapper/pc --direct=1 --ioengine=libaio \
+	--iodepth=8 --rw=write --bs=4k --offset=1m --size=$(( (n + 64) * 4 ))k \
+	--continue_on_error=all > /dev/null 2>&1 || true
+wait_health origin_failing,full
+told "health origin_failing,full "
+dmsetup suspend org && dmsetup reload org --table "0 $sz linear /dev/md0 0" && dmsetup resume org || die "org back"
+timeout 120 dmsetup message pc 0 flush || die flush
+dd if=/dev/zero of=/dev/mapper/pc bs=4096 seek=6 count=1 oflag=direct 2>/dev/null || die "write after"
+wait_health ok
+told "recovered: health ok "
+kill -TERM $term
+woken $term TERM
+dmsetup remove pc
+woken $mon MONITOR
+dmsetup remove org
+sed 's/^/MON=/' /tmp/mon.err
+sed 's/^/ONE=/' /tmp/one.err
+sed 's/^/TERMERR=/' /tmp/term.err
+sed 's/^/PROG=/' /tmp/prog.log
+grep pmemcachectl /tmp/messages | sed 's/^/SYSLOG=/' || true
+echo DONE=1
+"""
+
+CHANGE = re.compile(r"^pmemcachectl\[\d+\]: pc: (degraded|changed|recovered): health (\S+) "
+                    r"\((?:was (\S+)|at start)(?:; began (\S+))?(?:; ended (\S+))?\)$")
+
+
+def test_monitor_tells_each_health_change(vm, tool):
+    res = run(vm, MONITOR, pmem_size=16, timeout=600)
+    assert res.value("DONE") == "1"
+    assert res.value("NOSUCH_RC") == "2", res.value("NOSUCH_ERR")
+    assert "nosuch: no such device-mapper device" in res.value("NOSUCH_ERR")
+    assert res.value("NOTOURS_RC") == "2", res.value("NOTOURS_ERR")
+    assert "org: not a pmemcache device" in res.value("NOTOURS_ERR")
+    # --oneshot: waited while the health was ok, returned 0 at the first change
+    assert res.value("ONESHOT_WAITS") == "1"
+    assert res.value("ONESHOT") == "0"
+    assert res.values("ONE")[-1].endswith(
+        "pc: degraded: health origin_failing (was ok; began origin_failing)"), res.values("ONE")
+    # SIGTERM: a clean stop
+    assert res.value("TERM") == "0"
+    assert res.values("TERMERR")[-1].endswith(": monitor stopped"), res.values("TERMERR")
+    # the removal of its only device ends the monitor of all devices
+    assert res.value("MONITOR") == "0"
+    mon = res.values("MON")
+    assert mon[0].endswith(": monitoring 1 pmemcache device"), mon
+    assert mon[-2].endswith(": pc: gone: removed or detached (health was ok)"), mon
+    assert mon[-1].endswith(": monitor stopped"), mon
+    changes = [CHANGE.match(line) for line in mon[1:-2]]
+    assert changes and all(changes), mon
+    events = [(m.group(1), m.group(2)) for m in changes]
+    # told in order, none lost: each line starts where the one before ended
+    assert events[0] == ("degraded", "origin_failing"), events
+    assert changes[0].group(3) == "ok"
+    for a, b in zip(changes, changes[1:]):
+        assert b.group(3) == a.group(2), mon
+    assert ("changed", "origin_failing,full") in events, events
+    assert events[-1] == ("recovered", "ok"), events
+    # --program: EVENT NAME HEALTH, once per line, in the same order
+    prog = res.values("PROG")
+    assert prog == ["%s pc %s" % e for e in events] + ["gone pc -"], (prog, events)
+    if res.values("SYSLOGD") == ["1"]:      # busybox syslogd came up
+        log = "\n".join(res.values("SYSLOG"))
+        assert "pc: degraded: health origin_failing (was ok; began origin_failing)" in log, log
+        assert "pc: recovered: health ok" in log, log

@@ -127,7 +127,7 @@ def test_binary_needs_only_libdevmapper_json_c_libc(tool):
 
 
 COMMANDS = ["create", "status", "list", "flush", "remove", "detach", "set",
-            "check", "drain", "activate", "udev-probe"]
+            "check", "drain", "activate", "udev-probe", "monitor"]
 
 
 @pytest.mark.parametrize("cmd", COMMANDS)
@@ -199,6 +199,10 @@ def test_no_command_and_unknown_command_are_usage_errors(tool):
     (["set", "pc", "seq_bypass", "4294967296"], ["seq_bypass: '4294967296' is not a number"]),
     (["set", "pc", "cleaner", "maybe"], ["cleaner: 'maybe' is not on or off"]),
     (["set", "pc", "writeback", "pfn"], ["writeback cannot change while the cache runs"]),
+    (["monitor", "--bogus"], ["bad option '--bogus'"]),
+    (["monitor", "pc", "--program"], ["option '--program' needs a value"]),
+    (["status", "pc", "-o"], ["option '-o' needs a value"]),
+    (["list", "--separator"], ["option '--separator' needs a value"]),
 ])
 def test_bad_arguments_give_one_line_and_exit_1(tool, args, words):
     p = run(*args)
@@ -222,6 +226,7 @@ def test_bad_devices_give_one_line_and_exit_2(tool, tmp_path):
         (["remove", "nosuchcache"], []),
         (["detach", "nosuchcache"], []),
         (["set", "nosuchcache", "high-watermark", "60"], []),
+        (["monitor", "nosuchcache", "--oneshot"], []),
     ]
     for args, words in cases:
         p = run(*args)
@@ -625,6 +630,127 @@ def test_human_status_from_a_captured_line(tool):
     assert "block size         4096 bytes" in p.stdout
 
 
+# ----------------------------------------- columns through dm_report --
+CAPTURED = ("--status-line", STATUS, "--table-line", TABLE)
+STATUS_BAD = STATUS[:-len(" 3 ok")] + " 3 origin_failing,full"
+UUID = "PMEMCACHE-01234567-89ab-cdef-0001-0203040506ff"
+
+
+def report_fields(tool):
+    p = run("status", "-o", "help")
+    assert p.returncode == OK and p.stderr == "", p.stderr
+    return re.findall(r"^  (\w+) ", p.stdout, re.M)
+
+
+def test_report_fields_are_the_json_keys(tool):
+    # one vocabulary: every key of the status object is a column, and back
+    fields = report_fields(tool)
+    assert len(fields) == len(set(fields))
+    assert set(fields) == set(STATUS_KEYS) - {"schema"} | {"dirty_percent"}, \
+        set(fields) ^ (set(STATUS_KEYS) - {"schema"} | {"dirty_percent"})
+    assert run("list", "-o", "help").stdout == run("status", "-o", "help").stdout
+
+
+def test_status_columns_from_a_captured_line(tool):
+    p = run("status", "pc", *CAPTURED, "-o", "name,dirty,dirty_percent,block_size,"
+            "origin_dev,cache_dev,wb_target_dirty,bad_slots,route,mode,health")
+    assert p.returncode == OK, p.stderr
+    head, row = p.stdout.splitlines()
+    assert head.split() == ["NAME", "DIRTY", "DIRTY%", "BS", "ORIGIN_DEV", "CACHE_DEV",
+                            "WB_TARGET", "BAD_SLOTS", "ROUTE", "MODE", "HEALTH"]
+    assert row.split() == ["pc", "100", "0.15", "4096", "9:0", "259:0", "29491", "3",
+                           "bounce", "normal", "ok"]
+    # aligned: each value ends (numbers) or starts (words) under its heading
+    assert row.index("29491") + 5 == head.index("WB_TARGET") + len("WB_TARGET")
+    assert row.index("bounce") == head.index("ROUTE")
+
+
+def test_every_column_has_the_value_of_the_json_object(tool):
+    fields = report_fields(tool)
+    j = json.loads(run("status", "pc", "--json", *CAPTURED, "--dm-uuid", UUID).stdout)
+    p = run("status", "pc", *CAPTURED, "--dm-uuid", UUID, "--noheadings",
+            "--separator", "|", "-o", ",".join(fields))
+    assert p.returncode == OK, p.stderr
+    vals = dict(zip(fields, p.stdout.rstrip("\n").split("|")))
+    assert len(vals) == len(fields)
+    for k in fields:
+        if k == "dirty_percent":
+            assert vals[k] == "%.2f" % (100 * j["dirty"] / j["blocks"]), vals[k]
+        elif k == "writeback_rate_bytes_per_sec":
+            assert j[k] is None and vals[k] == "", vals[k]
+        elif isinstance(j[k], float):
+            assert abs(float(vals[k]) - j[k]) < 1e-6, (k, vals[k], j[k])
+        elif k in ("origin", "cache") and j[k] is None:
+            assert vals[k] == j[k + "_dev"], (k, vals[k])
+        else:
+            assert vals[k] == str(j[k]), (k, vals[k], j[k])
+
+
+def test_noheadings_and_separator_as_dmsetup(tool):
+    p = run("status", "pc", *CAPTURED, "-o", "name,dirty,origin_dev", "--noheadings")
+    assert p.returncode == OK, p.stderr
+    assert p.stdout == "pc:100:9:0\n"          # dmsetup info -c --noheadings
+    p = run("status", "pc", *CAPTURED, "-o", "name,dirty", "--noheadings",
+            "--separator", ",")
+    assert p.stdout == "pc,100\n"
+    p = run("status", "pc", *CAPTURED, "-o", "name,dirty", "--separator", ",")
+    assert p.stdout == "NAME,DIRTY\npc,100\n"
+
+
+def test_status_default_is_human_and_c_or_plus_adds_the_default_columns(tool):
+    human = run("status", "pc", *CAPTURED).stdout
+    assert human.startswith("pc: pmemcache, normal mode\n")
+    p = run("status", "pc", *CAPTURED, "-c")
+    assert p.returncode == OK, p.stderr
+    default = ["NAME", "BLOCKS", "DIRTY", "DIRTY%", "MODE", "HEALTH", "ORIGIN", "CACHE",
+               "DM_UUID"]
+    assert p.stdout.splitlines()[0].split() == default
+    p = run("status", "pc", *CAPTURED, "-o", "+bad_slots")
+    assert p.stdout.splitlines()[0].split() == default + ["BAD_SLOTS"]
+
+
+def test_report_json_has_the_chosen_fields_only(tool):
+    p = run("status", "pc", *CAPTURED, "-o", "name,dirty,health", "--json")
+    assert p.returncode == OK, p.stderr
+    assert json.loads(p.stdout) == {"pmemcache": [{"name": "pc", "dirty": "100",
+                                                   "health": "ok"}]}
+    # without -o, --json stays the schema-1 object
+    check_status_schema(json.loads(run("status", "pc", *CAPTURED, "--json").stdout))
+
+
+def test_list_columns_rows_and_json(tool):
+    devs = ["--device", "pc", *CAPTURED,
+            "--device", "pc2", "--status-line", STATUS_BAD, "--table-line", TABLE,
+            "--dm-uuid", UUID]
+    p = run("list", *devs)
+    assert p.returncode == OK, p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[0].split() == ["NAME", "BLOCKS", "DIRTY", "DIRTY%", "MODE", "HEALTH",
+                                "ORIGIN", "CACHE", "DM_UUID"]
+    assert lines[1].split()[:6] == ["pc", "65536", "100", "0.15", "normal", "ok"]
+    assert lines[2].split()[5] == "origin_failing,full" and lines[2].split()[-1] == UUID
+    assert len(lines) == 3
+    p = run("list", *devs, "-o", "name,health", "--noheadings")
+    assert p.stdout == "pc:ok\npc2:origin_failing,full\n"
+    p = run("list", *devs, "-o", "name,dm_uuid", "--json")
+    assert json.loads(p.stdout) == {"pmemcache": [{"name": "pc", "dm_uuid": ""},
+                                                  {"name": "pc2", "dm_uuid": UUID}]}
+    lst = json.loads(run("list", *devs, "--json").stdout)
+    assert [d["name"] for d in lst] == ["pc", "pc2"] and lst[1]["dm_uuid"] == UUID
+    for d in lst:
+        check_status_schema(d)
+
+
+def test_unknown_field_is_a_usage_error(tool):
+    p = run("status", "pc", *CAPTURED, "-o", "name,bogus")
+    assert p.returncode == USAGE
+    one_error_line(p, "-o name,bogus", "Unrecognised field: bogus", "-o help")
+    assert p.stdout == ""
+    p = run("list", "--device", "pc", *CAPTURED, "-o", "bogus")
+    assert p.returncode == USAGE
+    one_error_line(p, "bogus")
+
+
 @pytest.mark.skipif(not shutil.which("valgrind"), reason="no valgrind")
 def test_check_and_drain_run_clean_under_valgrind(images):
     pmem, origin, expected = images
@@ -639,6 +765,12 @@ def test_check_and_drain_run_clean_under_valgrind(images):
                      (("drain", pmem, "/nonexistent"), DEVICE),
                      (("status", "pc", "--json", "--status-line", STATUS,
                        "--table-line", TABLE), OK),
+                     (("status", "pc", "-o", "+bad_slots,ram_bytes_per_block",
+                       "--status-line", STATUS, "--table-line", TABLE), OK),
+                     (("list", "--json", "-c", "--device", "pc", "--status-line", STATUS,
+                       "--table-line", TABLE), OK),
+                     (("status", "pc", "-o", "bogus", "--status-line", STATUS,
+                       "--table-line", TABLE), USAGE),
                      (("create", "pc", "-o", "/x", "-c", "/y", "--block-size", "7"), USAGE),
                      (("set", "pc", "writeback", "pfn"), USAGE),
                      (("set", "pc", "cleaner", "maybe"), USAGE),

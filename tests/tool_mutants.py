@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Mutation testing of pmemcachectl's activation safety checks (issue 17).
+"""Mutation testing of pmemcachectl's activation safety checks, its columns
+and the health decision of monitor (issue 17).
 
 Each mutant removes one check from a copy of the checkout (its tracked
 files, in a temporary folder) and runs the tests of
@@ -49,6 +50,23 @@ MUTANTS = [
     ("kept-dirty mark: checksum", "userspace/probe.c",
      [("le32_to_cpu(m->csum) == pmc_crc32c(~0U, m, offsetof(struct pmctl_mark, csum))",
        "1")], "builds_warning_free_and_unit_tests_pass", False),
+    ("columns: report lines reach stdout", "userspace/cmd_dm.c",
+     [("\tif (dm_log_stdout && (level & 7) == 4) {", "\tif (0) {")],
+     "columns_from or list_columns", False),
+    ("columns: --noheadings as dmsetup", "userspace/report.c",
+     [('\t\tsep = ":";', '\t\tsep = " ";')], "noheadings", False),
+    ("columns: -o +FIELDS adds to the default", "userspace/report.c",
+     [("\tif (f[0] == '+')\n", "\tif (0)\n")], "plus_adds", False),
+    ("columns: --json with -o is dm_report's", "userspace/cmd_dm.c",
+     [("\ta->ro.json = a->json;\n", "")], "report_json", False),
+    ("monitor: conditions are a set", "userspace/monitor.c",
+     [("\tif (c->began[0] || c->ended[0])\n",
+       "\tif (c->began[0] || c->ended[0] || strcmp(c->old, now))\n")],
+     "builds_warning_free_and_unit_tests_pass", False),
+    ("monitor: ok at the first look is not told", "userspace/monitor.c",
+     [("\tconst char *was = h->known ? conds(h->health) : \"\";",
+       "\tconst char *was = h->known ? conds(h->health) : \"x\";")],
+     "builds_warning_free_and_unit_tests_pass", False),
     ("create: dirty blocks need --force", "userspace/precheck.c",
      [("im.rs.dirty && !o->force && !o->activate) {", "0) {")], VM_TEST, True),
     ("activate: idempotent", "userspace/cmd_activate.c",

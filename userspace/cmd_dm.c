@@ -32,6 +32,7 @@
 #include "pmemcache_format.h"	/* __le types from <linux/types.h> here */
 #include "precheck.h"
 #include "probe.h"
+#include "report.h"
 #include "status.h"
 
 #define TARGET		"pmemcache"
@@ -42,8 +43,13 @@
 
 static char dm_lastmsg[512];
 static int dm_lasterr;
+static bool dm_log_stdout;
 
-/* Keep libdevmapper quiet; its last error becomes part of our one line. */
+/*
+ * Keep libdevmapper quiet; its last error becomes part of our one line.
+ * While a report is printed, its lines (log level 4, _LOG_WARN, without
+ * the stderr bit 0x80) go to stdout, as dmsetup's default logger does.
+ */
 static void dm_log(int level, const char *file, int line, int dm_errno,
 		   const char *f, ...) __attribute__((format(printf, 5, 6)));
 static void dm_log(int level, const char *file, int line, int dm_errno,
@@ -53,6 +59,13 @@ static void dm_log(int level, const char *file, int line, int dm_errno,
 
 	(void)file;
 	(void)line;
+	if (dm_log_stdout && (level & 7) == 4) {
+		va_start(ap, f);
+		vfprintf(level & 0x80 ? stderr : stdout, f, ap);
+		va_end(ap);
+		fputc('\n', level & 0x80 ? stderr : stdout);
+		return;
+	}
 	if ((level & 7) > 3)
 		return;
 	va_start(ap, f);
@@ -64,6 +77,18 @@ static void dm_log(int level, const char *file, int line, int dm_errno,
 		fprintf(stderr, "libdevmapper: %s\n", dm_lastmsg);
 }
 
+void pmctl_dm_log_init(void)
+{
+	dm_log_with_errno_init(dm_log);
+	dm_lasterr = 0;
+	dm_lastmsg[0] = 0;
+}
+
+void pmctl_dm_log_stdout(bool on)
+{
+	dm_log_stdout = on;
+}
+
 static bool dm_ready;
 
 /* 0, or an exit code after one error line. */
@@ -73,7 +98,7 @@ int pmctl_dm_setup(void)
 
 	if (dm_ready)
 		return 0;
-	dm_log_with_errno_init(dm_log);
+	pmctl_dm_log_init();
 	if (access("/run/udev/control", F_OK)) {
 		/* No udev: libdevmapper makes the nodes (dmsetup --noudevsync). */
 		setenv("DM_DISABLE_UDEV", "1", 0);
@@ -438,84 +463,202 @@ static void print_json(json_object *j)
 						      JSON_C_TO_STRING_NOSLASHESCAPE));
 }
 
-static json_object *status_obj(const char *name, const char *dm_uuid,
-			       const struct pmctl_sample *s,
-			       const struct pmc_table *t, double rate)
-{
-	char *op = t ? pmctl_devpath(t->origin) : NULL;
-	char *cp = t ? pmctl_devpath(t->cache) : NULL;
-	json_object *j = pmc_status_json(name, dm_uuid, s->len, &s->st, t, op, cp,
-					 rate);
+/*
+ * One device as status and list show it.  Items are malloc'ed one by one:
+ * a report row points into its item until the report is printed.
+ */
+struct dev_item {
+	char name[128];
+	char uuid[160];
+	struct pmctl_sample s;
+	struct pmc_table t;
+	bool have_table;
+	double rate;		/* bytes/s, < 0: not measured */
+	char *op, *cp;		/* /dev paths of origin and cache, or NULL */
+	struct pmctl_row row;
+};
 
-	free(op);
-	free(cp);
-	return j;
+static struct dev_item *item_new(const char *name)
+{
+	struct dev_item *it = calloc(1, sizeof(*it));
+
+	if (!it) {
+		err("out of memory");
+		return NULL;
+	}
+	snprintf(it->name, sizeof(it->name), "%s", name);
+	it->rate = -1;
+	return it;
 }
 
-/* Test hook: status from captured lines, no device-mapper involved. */
-static int status_from_lines(const char *name, const char *sline,
-			     const char *tline, const char *uuid, bool json)
+static void items_free(struct dev_item **items, int n)
 {
-	struct pmctl_sample s = { 0 };
-	struct pmc_table t;
+	int i;
+
+	for (i = 0; i < n; i++) {
+		if (!items[i])
+			continue;
+		free(items[i]->op);
+		free(items[i]->cp);
+		free(items[i]);
+	}
+}
+
+static json_object *item_json(struct dev_item *it)
+{
+	return pmc_status_json(it->name, it->uuid, it->s.len, &it->s.st,
+			       it->have_table ? &it->t : NULL, it->op, it->cp, it->rate);
+}
+
+/*
+ * Print @n devices: columns or dm_report JSON (@ro), else the status JSON
+ * object (an array for list), else the human form (status).
+ */
+static int items_print(struct dev_item **items, int n, bool list, bool json,
+		       const struct pmctl_report_opts *ro)
+{
+	struct pmctl_report *rep;
+	json_object *j;
+	int i, r;
+
+	for (i = 0; i < n; i++) {
+		struct dev_item *it = items[i];
+
+		if (it->have_table && !it->op)
+			it->op = pmctl_devpath(it->t.origin);
+		if (it->have_table && !it->cp)
+			it->cp = pmctl_devpath(it->t.cache);
+	}
+	if (ro) {
+		rep = pmctl_report_init(ro, &r);
+		if (!rep)
+			return r;
+		for (i = 0; i < n; i++) {
+			struct dev_item *it = items[i];
+
+			pmctl_row_fill(&it->row, it->name, it->uuid, it->s.len, &it->s.st,
+				       &it->t, it->op, it->cp, it->rate);
+			r = pmctl_report_row(rep, &it->row);
+			if (r)
+				break;
+		}
+		i = pmctl_report_end(rep);
+		return r ? r : i;
+	}
+	if (json && list) {
+		j = json_object_new_array();
+		for (i = 0; i < n; i++)
+			json_object_array_add(j, item_json(items[i]));
+	} else if (json) {
+		j = item_json(items[0]);
+	} else {
+		status_human(items[0]->name, items[0]->uuid, &items[0]->s, &items[0]->t,
+			     items[0]->rate);
+		return 0;
+	}
+	print_json(j);
+	json_object_put(j);
+	return 0;
+}
+
+/* Test hook: a device from captured lines, no device-mapper involved. */
+static int item_from_lines(struct dev_item *it, const char *sline,
+			   const char *tline, const char *uuid)
+{
 	const char *params;
 	uint64_t start;
 	char type[64];
 
-	if (pmc_split_dm_line(sline, &start, &s.len, type, sizeof(type), &params) ||
-	    strcmp(type, TARGET) || pmc_status_parse(params, &s.st)) {
-		err("unexpected status line '%s'", sline);
+	if (!sline || pmc_split_dm_line(sline, &start, &it->s.len, type, sizeof(type), &params) ||
+	    strcmp(type, TARGET) || pmc_status_parse(params, &it->s.st)) {
+		err("unexpected status line '%s'", sline ? sline : "");
 		return EXIT_DM;
 	}
-	if (tline && (pmc_split_dm_line(tline, &start, &s.len, type, sizeof(type), &params) ||
-		      strcmp(type, TARGET) || pmc_table_parse(params, &t))) {
+	if (tline && (pmc_split_dm_line(tline, &start, &it->s.len, type, sizeof(type), &params) ||
+		      strcmp(type, TARGET) || pmc_table_parse(params, &it->t))) {
 		err("unexpected table line '%s'", tline);
 		return EXIT_DM;
 	}
-	if (json) {
-		json_object *j = status_obj(name, uuid, &s, tline ? &t : NULL, -1);
+	it->have_table = tline != NULL;
+	snprintf(it->uuid, sizeof(it->uuid), "%s", uuid ? uuid : "");
+	return 0;
+}
 
-		print_json(j);
-		json_object_put(j);
-	} else if (tline) {
-		status_human(name, uuid, &s, &t, -1);
-	} else {
-		err("--status-line without --table-line needs --json");
-		return EXIT_USAGE;
+/* The options status and list share; getopt's code of the others. */
+enum { OPT_SLINE = 300, OPT_TLINE, OPT_ULINE, OPT_DEVICE, OPT_NOHEAD, OPT_SEP };
+
+#define REPORT_OPTIONS \
+	{ "json", no_argument, NULL, 'j' }, \
+	{ "options", required_argument, NULL, 'o' }, \
+	{ "columns", no_argument, NULL, 'c' }, \
+	{ "noheadings", no_argument, NULL, OPT_NOHEAD }, \
+	{ "separator", required_argument, NULL, OPT_SEP }, \
+	/* hidden test hooks */ \
+	{ "status-line", required_argument, NULL, OPT_SLINE }, \
+	{ "table-line", required_argument, NULL, OPT_TLINE }, \
+	{ "dm-uuid", required_argument, NULL, OPT_ULINE }
+
+struct report_args {
+	struct pmctl_report_opts ro;
+	bool json, columns;
+};
+
+/* 1: @c was one of REPORT_OPTIONS' visible options, else 0. */
+static int report_opt(int c, struct report_args *a)
+{
+	switch (c) {
+	case 'j':
+		a->json = true;
+		return 1;
+	case 'o':
+		a->ro.fields = optarg;
+		return 1;
+	case 'c':
+		a->columns = true;
+		return 1;
+	case OPT_NOHEAD:
+		a->ro.noheadings = true;
+		return 1;
+	case OPT_SEP:
+		a->ro.separator = optarg;
+		return 1;
 	}
 	return 0;
 }
 
-enum { OPT_SLINE = 300, OPT_TLINE, OPT_ULINE };
+/* The report options, or NULL for the JSON object / human form. */
+static const struct pmctl_report_opts *report_of(struct report_args *a, bool list)
+{
+	bool cols = a->ro.fields || a->columns;
+
+	if (!a->json)
+		cols = cols || list || a->ro.noheadings || a->ro.separator;
+	a->ro.json = a->json;
+	return cols ? &a->ro : NULL;
+}
 
 int cmd_status(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "json", no_argument, NULL, 'j' },
+		REPORT_OPTIONS,
 		{ "interval", required_argument, NULL, 'i' },
-		/* hidden test hooks */
-		{ "status-line", required_argument, NULL, OPT_SLINE },
-		{ "table-line", required_argument, NULL, OPT_TLINE },
-		{ "dm-uuid", required_argument, NULL, OPT_ULINE },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *sline = NULL, *tline = NULL, *uline = NULL, *name;
-	char uuid[160];
-	struct pmctl_sample a, b;
-	struct pmc_table t;
+	const char *sline = NULL, *tline = NULL, *uline = NULL;
+	const struct pmctl_report_opts *ro;
+	struct report_args ra = { 0 };
+	struct dev_item *it;
+	struct pmctl_sample b;
 	uint32_t interval = 200;
-	bool json = false;
-	double rate = -1;
 	uint64_t len;
 	char *params;
 	int c, r;
 
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":ji:", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":ji:o:c", opts, NULL)) != -1) {
+		if (report_opt(c, &ra))
+			continue;
 		switch (c) {
-		case 'j':
-			json = true;
-			break;
 		case 'i':
 			if (parse_u32_range(optarg, 0, 60000, &interval)) {
 				err("--interval: '%s' is not a number of ms from 0 to 60000", optarg);
@@ -535,77 +678,73 @@ int cmd_status(int argc, char **argv)
 			return bad_option(c, argv, "status");
 		}
 	}
+	if (pmctl_report_help(ra.ro.fields))
+		return EXIT_OK;
 	if (argc - optind != 1) {
 		err("need exactly one NAME (see pmemcachectl status --help)");
 		return EXIT_USAGE;
 	}
-	name = argv[optind];
-	if (sline)
-		return status_from_lines(name, sline, tline, uline, json);
+	ro = report_of(&ra, false);
+	it = item_new(argv[optind]);
+	if (!it)
+		return EXIT_DM;
+	if (sline) {
+		r = item_from_lines(it, sline, tline, uline);
+		if (!r && !tline && (ro || !ra.json)) {
+			err("--status-line without --table-line needs --json");
+			r = EXIT_USAGE;
+		}
+		goto out;
+	}
 
 	r = pmctl_dm_setup();
 	if (r)
-		return r;
-	r = pmctl_dm_get(DM_DEVICE_TABLE, name, &len, &params);
+		goto out;
+	r = pmctl_dm_get(DM_DEVICE_TABLE, it->name, &len, &params);
 	if (r)
-		return r;
-	if (pmc_table_parse(params, &t)) {
-		err("%s: unexpected table '%s'", name, params);
+		goto out;
+	if (pmc_table_parse(params, &it->t)) {
+		err("%s: unexpected table '%s'", it->name, params);
 		free(params);
-		return EXIT_DM;
+		r = EXIT_DM;
+		goto out;
 	}
 	free(params);
-	r = pmctl_sample(name, &a);
+	it->have_table = true;
+	r = pmctl_sample(it->name, &it->s);
 	if (r)
-		return r;
+		goto out;
 	if (interval) {
 		pmctl_sleep_ms(interval);
-		r = pmctl_sample(name, &b);
+		r = pmctl_sample(it->name, &b);
 		if (r)
-			return r;
-		rate = rate_of(&a, &b, t.block_size);
-		a = b;
+			goto out;
+		it->rate = rate_of(&it->s, &b, it->t.block_size);
+		it->s = b;
 	}
-	if (pmctl_dm_uuid_of(name, uuid, sizeof(uuid)) < 0)
-		uuid[0] = 0;
-	if (json) {
-		json_object *j = status_obj(name, uuid, &a, &t, rate);
-
-		print_json(j);
-		json_object_put(j);
-	} else {
-		status_human(name, uuid, &a, &t, rate);
-	}
-	return EXIT_OK;
+	if (pmctl_dm_uuid_of(it->name, it->uuid, sizeof(it->uuid)) < 0)
+		it->uuid[0] = 0;
+out:
+	if (!r)
+		r = items_print(&it, 1, false, ra.json, ro);
+	items_free(&it, 1);
+	return r;
 }
 
-int cmd_list(int argc, char **argv)
+#define LIST_MAX_FAKE	8
+
+/*
+ * Every pmemcache device, in the order of DM_DEVICE_LIST.  Devices that
+ * vanish or change meanwhile are skipped.  0, or an exit code.
+ */
+static int list_devices(struct dev_item ***itemsp, int *np)
 {
-	static const struct option opts[] = {
-		{ "json", no_argument, NULL, 'j' },
-		{ NULL, 0, NULL, 0 },
-	};
+	struct dev_item **items = NULL, **bigger;
 	struct dm_task *dmt;
 	struct dm_names *n;
-	json_object *arr = NULL;
-	bool json = false;
 	unsigned int next = 0;
-	int c, r, count = 0;
+	int count = 0, r = 0;
 
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":j", opts, NULL)) != -1) {
-		if (c != 'j') {
-			return bad_option(c, argv, "list");
-		}
-		json = true;
-	}
-	if (argc != optind) {
-		err("takes no arguments (see pmemcachectl list --help)");
-		return EXIT_USAGE;
-	}
-	r = pmctl_dm_setup();
-	if (r)
-		return r;
 	dmt = pmctl_dm_task(DM_DEVICE_LIST, NULL);
 	if (!dmt || !dm_task_run(dmt)) {
 		err("cannot list device-mapper devices: %s", pmctl_dm_why());
@@ -613,63 +752,117 @@ int cmd_list(int argc, char **argv)
 			dm_task_destroy(dmt);
 		return EXIT_DM;
 	}
-	if (json)
-		arr = json_object_new_array();
-	else
-		printf("%-20s %10s %10s %7s %-8s %s  %s\n", "NAME", "BLOCKS", "DIRTY",
-		       "DIRTY%", "MODE", "ORIGIN -> CACHE", "DM UUID");
 	n = dm_task_get_names(dmt);
 	if (n && n->dev) {
 		do {
+			struct dev_item *it;
 			struct dm_task *t;
 			uint64_t start, length;
 			char *ttype = NULL, *p = NULL;
-			struct pmc_table tb;
-			struct pmctl_sample s;
-			char uuid[160];
 			bool ours;
 
 			n = (struct dm_names *)((char *)n + next);
 			next = n->next;
+			it = item_new(n->name);
+			if (!it) {
+				r = EXIT_DM;
+				break;
+			}
 			t = pmctl_dm_task(DM_DEVICE_TABLE, n->name);
-			if (!t || !dm_task_run(t)) {
-				if (t)
-					dm_task_destroy(t);
-				continue;
-			}
-			ours = !dm_get_next_target(t, NULL, &start, &length, &ttype, &p) &&
+			ours = t && dm_task_run(t) &&
+			       !dm_get_next_target(t, NULL, &start, &length, &ttype, &p) &&
 			       ttype && !strcmp(ttype, TARGET) && p &&
-			       !pmc_table_parse(p, &tb);
-			dm_task_destroy(t);
-			if (!ours || pmctl_sample(n->name, &s))
+			       !pmc_table_parse(p, &it->t);
+			if (t)
+				dm_task_destroy(t);
+			if (!ours || pmctl_sample(n->name, &it->s)) {
+				free(it);
 				continue;
-			count++;
-			if (pmctl_dm_uuid_of(n->name, uuid, sizeof(uuid)) < 0)
-				uuid[0] = 0;
-			if (json) {
-				json_object_array_add(arr, status_obj(n->name, uuid, &s, &tb, -1));
-			} else {
-				char *op = pmctl_devpath(tb.origin), *cp = pmctl_devpath(tb.cache);
-
-				printf("%-20s %10llu %10llu %6.1f%% %-8s %s -> %s  %s\n", n->name,
-				       (unsigned long long)s.st.blocks,
-				       (unsigned long long)s.st.dirty,
-				       s.st.blocks ? 100.0 * s.st.dirty / s.st.blocks : 0.0,
-				       s.st.cleaner ? "cleaner" : "normal",
-				       op ? op : tb.origin, cp ? cp : tb.cache,
-				       uuid[0] ? uuid : "-");
-				free(op);
-				free(cp);
 			}
+			it->have_table = true;
+			if (pmctl_dm_uuid_of(n->name, it->uuid, sizeof(it->uuid)) < 0)
+				it->uuid[0] = 0;
+			bigger = realloc(items, (count + 1) * sizeof(*items));
+			if (!bigger) {
+				err("out of memory");
+				free(it);
+				r = EXIT_DM;
+				break;
+			}
+			items = bigger;
+			items[count++] = it;
 		} while (next);
 	}
 	dm_task_destroy(dmt);
-	if (json) {
-		print_json(arr);
-		json_object_put(arr);
+	*itemsp = items;
+	*np = count;
+	return r;
+}
+
+int cmd_list(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		REPORT_OPTIONS,
+		{ "device", required_argument, NULL, OPT_DEVICE },	/* hidden */
+		{ NULL, 0, NULL, 0 },
+	};
+	/* test hook: --device NAME, then its lines, for each device */
+	struct { const char *name, *sline, *tline, *uline; } fake[LIST_MAX_FAKE];
+	struct dev_item **items = NULL;
+	const struct pmctl_report_opts *ro;
+	struct report_args ra = { 0 };
+	int c, i, r, nfake = 0, count = 0;
+
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":jo:c", opts, NULL)) != -1) {
+		if (report_opt(c, &ra))
+			continue;
+		if (c == OPT_DEVICE && nfake < LIST_MAX_FAKE) {
+			memset(&fake[nfake], 0, sizeof(fake[0]));
+			fake[nfake++].name = optarg;
+		} else if (c == OPT_SLINE && nfake) {
+			fake[nfake - 1].sline = optarg;
+		} else if (c == OPT_TLINE && nfake) {
+			fake[nfake - 1].tline = optarg;
+		} else if (c == OPT_ULINE && nfake) {
+			fake[nfake - 1].uline = optarg;
+		} else {
+			return bad_option(c, argv, "list");
+		}
 	}
-	(void)count;
-	return EXIT_OK;
+	if (pmctl_report_help(ra.ro.fields))
+		return EXIT_OK;
+	if (argc != optind) {
+		err("takes no arguments (see pmemcachectl list --help)");
+		return EXIT_USAGE;
+	}
+	ro = report_of(&ra, true);
+	if (nfake) {
+		items = calloc(nfake, sizeof(*items));
+		r = items ? 0 : EXIT_DM;
+		for (i = 0; !r && i < nfake; i++) {
+			items[i] = item_new(fake[i].name);
+			if (!items[i])
+				r = EXIT_DM;
+			else
+				r = item_from_lines(items[i], fake[i].sline, fake[i].tline,
+						    fake[i].uline);
+			count = i + 1;
+			if (!r && !fake[i].tline) {
+				err("--device needs --status-line and --table-line");
+				r = EXIT_USAGE;
+			}
+		}
+	} else {
+		r = pmctl_dm_setup();
+		if (!r)
+			r = list_devices(&items, &count);
+	}
+	if (!r)
+		r = items_print(items, count, true, ra.json, ro);
+	items_free(items, count);
+	free(items);
+	return r;
 }
 
 /* ------------------------------------------------------------------ */

@@ -4,9 +4,9 @@
  *
  * Thin command layer in the style of ndctl: this file dispatches, the
  * commands live in cmd_create.c (create), cmd_dm.c (status, list, flush,
- * remove; through libdevmapper), cmd_activate.c (activate, udev-probe),
- * cmd_detach.c (detach, set; libdevmapper too) and
- * cmd_check.c (check, drain; through the module's own metadata code,
+ * remove; through libdevmapper), cmd_monitor.c (monitor), cmd_activate.c
+ * (activate, udev-probe), cmd_detach.c (detach, set; libdevmapper too)
+ * and cmd_check.c (check, drain; through the module's own metadata code,
  * libpmc.c).
  */
 #include <stdio.h>
@@ -56,12 +56,42 @@ static const struct command commands[] = {
 	  "      5 no cache on PMEMDEV, else as create.\n" },
 	{ "status", cmd_status, "show the counters of a cache device",
 	  "usage: pmemcachectl status NAME [--json] [--interval MS]\n"
+	  "       pmemcachectl status NAME (-c | -o FIELDS) [--noheadings] [--separator SEP] [--json]\n"
 	  "\n"
-	  "  -j, --json           one JSON object (stable keys, see pmemcachectl(8))\n"
+	  "Without -c/-o: the counters one per line, or one JSON object.\n"
+	  "  -j, --json           one JSON object (stable keys, see pmemcachectl(8));\n"
+	  "                       with -c/-o: dm_report's JSON of those columns\n"
 	  "  -i, --interval MS    sample twice MS apart to measure the writeback\n"
-	  "                       rate (default 200; 0: no rate)\n" },
+	  "                       rate (default 200; 0: no rate)\n"
+	  "  -c, --columns        columns, as list prints them\n"
+	  "  -o, --options FIELDS columns FIELDS (comma list; +FIELDS: the default\n"
+	  "                       and FIELDS; -o help lists them)\n"
+	  "      --noheadings     no heading line; fields separated by ':'\n"
+	  "      --separator SEP  fields separated by SEP, not aligned\n" },
 	{ "list", cmd_list, "list the cache devices",
-	  "usage: pmemcachectl list [--json]\n" },
+	  "usage: pmemcachectl list [-o FIELDS] [--noheadings] [--separator SEP] [--json]\n"
+	  "\n"
+	  "One line per pmemcache device, in columns (dm_report, as dmsetup info -c).\n"
+	  "  -o, --options FIELDS columns FIELDS (comma list; +FIELDS: the default\n"
+	  "                       and FIELDS; -o help lists them)\n"
+	  "      --noheadings     no heading line; fields separated by ':'\n"
+	  "      --separator SEP  fields separated by SEP, not aligned\n"
+	  "  -j, --json           an array of status objects (without rate);\n"
+	  "                       with -c/-o: dm_report's JSON of those columns\n"
+	  "  -c, --columns        the default columns (for --json)\n" },
+	{ "monitor", cmd_monitor, "log the health changes of cache devices",
+	  "usage: pmemcachectl monitor [NAME...] [--program PROG] [--oneshot] [--foreground]\n"
+	  "\n"
+	  "Wait for the dm events of the pmemcache devices NAME (default: all there\n"
+	  "are at the start) and log each change of their health (ok, origin_failing,\n"
+	  "media_errors, full, pmem_gone) to syslog.  Runs as a daemon unless -f or -1.\n"
+	  "SIGINT or SIGTERM stop it (exit 0).\n"
+	  "  -p, --program PROG   run PROG EVENT NAME HEALTH on each change; EVENT is\n"
+	  "                       degraded, changed, recovered or gone\n"
+	  "  -1, --oneshot        exit 0 after the first change (implies -f)\n"
+	  "  -f, --foreground     stay in the foreground, log to stderr as well\n"
+	  "Exit: 0 stopped, all devices gone or (--oneshot) a change told, 2 a NAME\n"
+	  "      is not a pmemcache device, 3 device-mapper failed.\n" },
 	{ "flush", cmd_flush, "write back all dirty blocks, with progress",
 	  "usage: pmemcachectl flush NAME [--quiet]\n"
 	  "\n"

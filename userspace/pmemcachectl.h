@@ -62,6 +62,12 @@ struct dm_info;
 struct dm_task;
 
 int pmctl_dm_setup(void);
+/*
+ * libdevmapper's log function: errors kept for pmctl_dm_why() (reset
+ * here); with pmctl_dm_log_stdout(true), dm_report's lines printed.
+ */
+void pmctl_dm_log_init(void);
+void pmctl_dm_log_stdout(bool on);
 /* dm_task_create() with the device name set; NULL on failure. */
 struct dm_task *pmctl_dm_task(int type, const char *name);
 /* dm_task_run() that keeps its error for pmctl_dm_why()/pmctl_dm_errno(). */
@@ -155,6 +161,7 @@ int cmd_detach(int argc, char **argv);
 int cmd_set(int argc, char **argv);
 int cmd_activate(int argc, char **argv);
 int cmd_udev_probe(int argc, char **argv);
+int cmd_monitor(int argc, char **argv);
 
 /* Help text of each command (main.c). */
 void usage_cmd(const char *cmd, bool to_stderr);

@@ -124,8 +124,7 @@ json_object *pmc_status_json(const char *name, const char *dm_uuid,
 	ADD(j, "dirty", U64(s->dirty));
 	ADD(j, "free", U64(s->free));
 	ADD(j, "clean", U64(s->clean));
-	ADD(j, "dirty_fraction",
-	    json_object_new_double(s->blocks ? (double)s->dirty / (double)s->blocks : 0.0));
+	ADD(j, "dirty_fraction", json_object_new_double(pmc_status_dirty_fraction(s)));
 	ADD(j, "dirty_bytes", t ? U64(s->dirty * bs) : NULL);
 	ADD(j, "read_hits", U64(s->read_hits));
 	ADD(j, "read_partial", U64(s->read_partial));
@@ -139,17 +138,16 @@ json_object *pmc_status_json(const char *name, const char *dm_uuid,
 	ADD(j, "wb_pfn_bytes", U64(s->wb_pfn_bytes));
 	ADD(j, "wb_bounce_blocks", U64(s->wb_bounce_blocks));
 	ADD(j, "wb_bounce_bytes", U64(s->wb_bounce_bytes));
-	ADD(j, "writeback_blocks", U64(s->wb_pfn_blocks + s->wb_bounce_blocks));
+	ADD(j, "writeback_blocks", U64(pmc_status_wb_blocks(s)));
 	ADD(j, "writeback_bytes", U64(pmc_status_wb_bytes(s)));
 	ADD(j, "writeback_rate_bytes_per_sec",
 	    rate_bps < 0 ? NULL : json_object_new_double(rate_bps));
 	ADD(j, "wb_errors", U64(s->wb_errors));
 	ADD(j, "wb_notsupp", U64(s->wb_notsupp));
 	ADD(j, "media_errors", U64(s->media_errors));
-	ADD(j, "errors", U64(s->wb_errors + s->media_errors));
+	ADD(j, "errors", U64(pmc_status_errors(s)));
 	ADD(j, "ram_bytes_per_block", json_object_new_double(s->ram_bytes_per_block));
-	/* The target rounds bytes per block up to 0.1: an upper bound. */
-	ADD(j, "ram_bytes", U64((uint64_t)(s->ram_bytes_per_block * (double)s->blocks + 0.5)));
+	ADD(j, "ram_bytes", U64(pmc_status_ram_bytes(s)));
 	ADD(j, "route", json_object_new_string(s->route));
 	ADD(j, "wb_rate_blocks_per_sec", U64(s->wb_rate));
 	ADD(j, "wb_target_dirty", U64(s->wb_target));

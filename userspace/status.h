@@ -57,9 +57,31 @@ json_object *pmc_status_json(const char *name, const char *dm_uuid,
 			     const struct pmc_table *t, const char *origin_path,
 			     const char *cache_path, double rate_bps);
 
+/* Values derived from the status line, for the JSON object and columns. */
 static inline uint64_t pmc_status_wb_bytes(const struct pmc_status *s)
 {
 	return s->wb_pfn_bytes + s->wb_bounce_bytes;
+}
+
+static inline uint64_t pmc_status_wb_blocks(const struct pmc_status *s)
+{
+	return s->wb_pfn_blocks + s->wb_bounce_blocks;
+}
+
+static inline uint64_t pmc_status_errors(const struct pmc_status *s)
+{
+	return s->wb_errors + s->media_errors;
+}
+
+/* The target rounds bytes per block up to 0.1: an upper bound. */
+static inline uint64_t pmc_status_ram_bytes(const struct pmc_status *s)
+{
+	return (uint64_t)(s->ram_bytes_per_block * (double)s->blocks + 0.5);
+}
+
+static inline double pmc_status_dirty_fraction(const struct pmc_status *s)
+{
+	return s->blocks ? (double)s->dirty / (double)s->blocks : 0.0;
 }
 
 #endif /* PMCTL_STATUS_H */

@@ -13,15 +13,34 @@ _pmemcachectl()
 	COMPREPLY=()
 	cur=${COMP_WORDS[COMP_CWORD]}
 	prev=${COMP_WORDS[COMP_CWORD-1]}
-	local cmds="create activate status list flush remove detach set check udev-probe drain help"
+	local cmds="create activate status list monitor flush remove detach set check udev-probe drain help"
 	if [ "$COMP_CWORD" -eq 1 ]; then
 		COMPREPLY=($(compgen -W "$cmds --help --version" -- "$cur"))
 		return
 	fi
 	cmd=${COMP_WORDS[1]}
 	case $prev in
-	-o|--origin|-c|--cache)
+	-o|--options)
+		# status/list: -o FIELDS; create/check: -o DEV
+		if [[ $cmd =~ ^(status|list)$ ]]; then
+			COMPREPLY=($(compgen -W "help $(pmemcachectl status -o help 2>/dev/null |
+				sed -n 's/^  \([a-z_]*\) .*/\1/p')" -- "$cur"))
+			return
+		fi
 		COMPREPLY=($(compgen -f -- "${cur:-/dev/}"))
+		return ;;
+	--origin|--cache)
+		COMPREPLY=($(compgen -f -- "${cur:-/dev/}"))
+		return ;;
+	-c)
+		if [ "$cmd" = create ]; then
+			COMPREPLY=($(compgen -f -- "${cur:-/dev/}"))
+			return
+		fi ;;
+	--separator)
+		return ;;
+	-p|--program)
+		COMPREPLY=($(compgen -c -- "$cur"))
 		return ;;
 	--writeback)
 		COMPREPLY=($(compgen -W "pfn bounce auto" -- "$cur"))
@@ -41,8 +60,9 @@ _pmemcachectl()
 			COMPREPLY=($(compgen -W "$(ls -d /dev/pmem* 2>/dev/null)" -- "$cur"))
 			return
 		fi ;;
-	status) opts="--json --interval" ;;
-	list) opts="--json" ;;
+	status) opts="--json --interval --columns --options --noheadings --separator" ;;
+	list) opts="--options --noheadings --separator --json --columns" ;;
+	monitor) opts="--program --oneshot --foreground" ;;
 	flush) opts="--quiet" ;;
 	remove) opts="--keep-dirty --force --quiet" ;;
 	detach) opts="--timeout --quiet" ;;
@@ -61,6 +81,8 @@ _pmemcachectl()
 	if [[ $cur == -* ]]; then
 		COMPREPLY=($(compgen -W "$opts --help" -- "$cur"))
 	elif [[ $cmd =~ ^(status|flush|remove|detach|set)$ ]] && [ "$COMP_CWORD" -eq 2 ]; then
+		COMPREPLY=($(compgen -W "$(_pmemcachectl_dm_names)" -- "$cur"))
+	elif [ "$cmd" = monitor ]; then
 		COMPREPLY=($(compgen -W "$(_pmemcachectl_dm_names)" -- "$cur"))
 	elif [[ $cmd =~ ^(check|drain|udev-probe)$ ]]; then
 		COMPREPLY=($(compgen -f -- "$cur"))

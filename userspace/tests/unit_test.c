@@ -16,6 +16,7 @@
 #include "libpmc.h"
 #include "status.h"
 #include "probe.h"
+#include "monitor.h"
 
 static int failures, cases;
 
@@ -462,6 +463,76 @@ static void kept_dirty_mark_counts_only_for_its_cache(void)
 	      PMCTL_MARK_OFFSET + 512 <= PMC_SUPER_AREA);
 }
 
+/* monitor: the first health seen is told only when it is not "ok" */
+static void health_first_seen(void)
+{
+	struct pmctl_health h = { 0 };
+	struct pmctl_hchange c;
+
+	CHECK(pmctl_health_step(&h, "ok", &c) == PMCTL_EV_NONE && h.known);
+	memset(&h, 0, sizeof(h));
+	CHECK(pmctl_health_step(&h, "pmem_gone", &c) == PMCTL_EV_DEGRADED);
+	CHECK(!strcmp(c.began, "pmem_gone") && !c.ended[0] && !c.old[0]);
+	/* a device gone before it was read once: nothing to tell */
+	memset(&h, 0, sizeof(h));
+	CHECK(pmctl_health_step(&h, NULL, &c) == PMCTL_EV_NONE);
+}
+
+/* monitor: each kind of change, with what began and what ended */
+static void health_changes_are_classified(void)
+{
+	struct pmctl_health h = { 0 };
+	struct pmctl_hchange c;
+
+	pmctl_health_step(&h, "ok", &c);
+	CHECK(pmctl_health_step(&h, "ok", &c) == PMCTL_EV_NONE);
+	CHECK(pmctl_health_step(&h, "origin_failing", &c) == PMCTL_EV_DEGRADED);
+	CHECK(!strcmp(c.old, "ok") && !strcmp(c.now, "origin_failing"));
+	CHECK(!strcmp(c.began, "origin_failing") && !c.ended[0]);
+	CHECK(pmctl_health_step(&h, "origin_failing,full", &c) == PMCTL_EV_CHANGED);
+	CHECK(!strcmp(c.began, "full") && !c.ended[0]);
+	/* the same set in another order is no change */
+	CHECK(pmctl_health_step(&h, "full,origin_failing", &c) == PMCTL_EV_NONE);
+	CHECK(pmctl_health_step(&h, "full,media_errors", &c) == PMCTL_EV_CHANGED);
+	CHECK(!strcmp(c.began, "media_errors") && !strcmp(c.ended, "origin_failing"));
+	CHECK(pmctl_health_step(&h, "ok", &c) == PMCTL_EV_RECOVERED);
+	CHECK(!c.began[0] && !strcmp(c.ended, "full,media_errors"));
+	CHECK(pmctl_health_step(&h, NULL, &c) == PMCTL_EV_GONE && !h.known);
+	CHECK(!strcmp(c.old, "ok") && !c.now[0]);
+	/* a word that is a prefix of another is its own condition */
+	pmctl_health_step(&h, "full_x", &c);
+	CHECK(pmctl_health_step(&h, "full", &c) == PMCTL_EV_CHANGED);
+	CHECK(!strcmp(c.began, "full") && !strcmp(c.ended, "full_x"));
+}
+
+/* monitor: the event names PROG gets, the priorities and the log line */
+static void health_line_and_names(void)
+{
+	struct pmctl_health h = { 0 };
+	struct pmctl_hchange c;
+	char line[256];
+
+	CHECK(!strcmp(pmctl_hevent_name(PMCTL_EV_DEGRADED), "degraded"));
+	CHECK(!strcmp(pmctl_hevent_name(PMCTL_EV_CHANGED), "changed"));
+	CHECK(!strcmp(pmctl_hevent_name(PMCTL_EV_RECOVERED), "recovered"));
+	CHECK(!strcmp(pmctl_hevent_name(PMCTL_EV_GONE), "gone"));
+	CHECK(pmctl_hevent_priority(PMCTL_EV_DEGRADED) < pmctl_hevent_priority(PMCTL_EV_RECOVERED));
+	pmctl_health_step(&h, "ok", &c);
+	pmctl_health_step(&h, "origin_failing", &c);
+	pmctl_hchange_line("pc", &c, line, sizeof(line));
+	CHECK(!strcmp(line, "pc: degraded: health origin_failing (was ok; began origin_failing)"));
+	pmctl_health_step(&h, "ok", &c);
+	pmctl_hchange_line("pc", &c, line, sizeof(line));
+	CHECK(!strcmp(line, "pc: recovered: health ok (was origin_failing; ended origin_failing)"));
+	memset(&h, 0, sizeof(h));
+	pmctl_health_step(&h, "full", &c);
+	pmctl_hchange_line("pc", &c, line, sizeof(line));
+	CHECK(!strcmp(line, "pc: degraded: health full (at start; began full)"));
+	pmctl_health_step(&h, NULL, &c);
+	pmctl_hchange_line("pc", &c, line, sizeof(line));
+	CHECK(!strcmp(line, "pc: gone: removed or detached (health was full)"));
+}
+
 int main(void)
 {
 	void (*tests[])(void) = {
@@ -477,6 +548,8 @@ int main(void)
 		dm_uuid_and_default_name_come_from_the_cache_uuid,
 		sb_probe_reads_what_format_recorded,
 		kept_dirty_mark_counts_only_for_its_cache,
+		health_first_seen, health_changes_are_classified,
+		health_line_and_names,
 	};
 	size_t i;
 

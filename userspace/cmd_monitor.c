@@ -1,0 +1,329 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * pmemcachectl monitor: like mdadm --monitor, wait for the dm events of
+ * pmemcache devices and tell every change of their health (syslog, stderr
+ * with -f, and PROG).
+ *
+ * DM_DEVICE_WAITEVENT blocks on one device, so each device gets a child
+ * process that loops: event number (DM_DEVICE_INFO), status, decision
+ * (monitor.c), wait for the next event.  The event number is read before
+ * the status, so an event between the two ends the next wait at once.
+ * A new table raises no event (detach swaps in a linear one), so a wait
+ * also ends every RECHECK_S seconds (SIGALRM, EINTR).  The parent only
+ * waits for the children and stops them on SIGINT or SIGTERM.
+ */
+#define _DEFAULT_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+#include <unistd.h>
+#include <sys/wait.h>
+
+#include <libdevmapper.h>
+
+#include "pmemcachectl.h"
+#include "monitor.h"
+#include "status.h"
+
+#define TARGET		"pmemcache"
+#define CHILD_TOLD	10	/* a child's exit status: told a change (--oneshot) */
+#define MAX_DEVS	256
+#define RECHECK_S	10	/* a look without an event, at the latest */
+
+static volatile sig_atomic_t stop;
+
+static void on_stop(int sig)
+{
+	(void)sig;
+	stop = 1;
+}
+
+static void on_alarm(int sig)
+{
+	(void)sig;	/* only to end the wait with EINTR */
+}
+
+/* Whether device @name has one pmemcache target: 1, 0 no/other, <0 error. */
+static int is_pmemcache(const char *name)
+{
+	struct dm_task *dmt = pmctl_dm_task(DM_DEVICE_TABLE, name);
+	uint64_t start, len;
+	char *type = NULL, *params = NULL;
+	int r = -1;
+
+	if (!dmt)
+		return -1;
+	if (pmctl_dm_run(dmt))
+		r = !dm_get_next_target(dmt, NULL, &start, &len, &type, &params) &&
+		    type && !strcmp(type, TARGET);
+	dm_task_destroy(dmt);
+	return r;
+}
+
+/* The names of every pmemcache device: how many, or -1 after one line. */
+static int all_names(char **names, int max)
+{
+	struct dm_task *dmt = pmctl_dm_task(DM_DEVICE_LIST, NULL);
+	struct dm_names *n;
+	unsigned int next = 0;
+	int count = 0;
+
+	if (!dmt || !pmctl_dm_run(dmt)) {
+		err("cannot list device-mapper devices: %s", pmctl_dm_why());
+		if (dmt)
+			dm_task_destroy(dmt);
+		return -1;
+	}
+	n = dm_task_get_names(dmt);
+	if (n && n->dev) {
+		do {
+			n = (struct dm_names *)((char *)n + next);
+			next = n->next;
+			if (count < max && is_pmemcache(n->name) == 1)
+				names[count++] = strdup(n->name);
+		} while (next);
+	}
+	dm_task_destroy(dmt);
+	return count;
+}
+
+/* The event number and health of @name: 1, 0 if it is gone, <0 error. */
+static int look(const char *name, uint32_t *event_nr, char *health, size_t len)
+{
+	struct dm_task *dmt = pmctl_dm_task(DM_DEVICE_STATUS, name);
+	struct dm_info info;
+	struct pmc_status st;
+	uint64_t start, length;
+	char *type = NULL, *params = NULL;
+	int r = -1;
+
+	if (!dmt)
+		return -1;
+	/* One ioctl: the status and the event number it was read at. */
+	if (!pmctl_dm_run(dmt) || !dm_task_get_info(dmt, &info)) {
+		r = pmctl_dm_errno() == ENXIO ? 0 : -1;
+	} else if (!info.exists) {
+		r = 0;
+	} else {
+		dm_get_next_target(dmt, NULL, &start, &length, &type, &params);
+		if (type && !strcmp(type, TARGET) && params &&
+		    !pmc_status_parse(params, &st)) {
+			*event_nr = info.event_nr;
+			snprintf(health, len, "%s", st.health);
+			r = 1;
+		} else {
+			r = 0;		/* another table now: not ours any more */
+		}
+	}
+	dm_task_destroy(dmt);
+	return r;
+}
+
+/* Until the event number of @name is not @event_nr any more. */
+static void wait_event(const char *name, uint32_t event_nr)
+{
+	struct dm_task *dmt = pmctl_dm_task(DM_DEVICE_WAITEVENT, name);
+	bool ok;
+
+	alarm(RECHECK_S);
+	ok = dmt && dm_task_set_event_nr(dmt, event_nr) && pmctl_dm_run(dmt);
+	alarm(0);
+	if (!ok && pmctl_dm_errno() != ENXIO && pmctl_dm_errno() != EINTR)
+		sleep(1);	/* an odd failure: do not spin */
+	if (dmt)
+		dm_task_destroy(dmt);
+}
+
+/* PROG EVENT DEVICE HEALTH, waited for; its failure is logged only. */
+static void run_prog(const char *prog, const char *event, const char *name,
+		     const char *health)
+{
+	pid_t pid = fork();
+	int status;
+
+	if (pid < 0) {
+		syslog(LOG_ERR, "%s: cannot run %s: %s", name, prog, strerror(errno));
+		return;
+	}
+	if (!pid) {
+		execlp(prog, prog, event, name, health, (char *)NULL);
+		syslog(LOG_ERR, "%s: cannot run %s: %s", name, prog, strerror(errno));
+		_exit(127);
+	}
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (WIFSIGNALED(status))
+		status = 128 + WTERMSIG(status);
+	else
+		status = WEXITSTATUS(status);
+	if (status)
+		syslog(LOG_WARNING, "%s: %s %s %s %s: exit status %d", name, prog, event,
+		       name, health, status);
+}
+
+/* A child's life: watch @name until it is gone (or, --oneshot, a change). */
+static int watch(const char *name, const char *prog, bool oneshot)
+{
+	struct pmctl_health h = { 0 };
+	struct pmctl_hchange c;
+	char health[64], line[512];
+	uint32_t ev = 0;
+	int r;
+
+	for (;;) {
+		r = look(name, &ev, health, sizeof(health));
+		if (r < 0) {
+			syslog(LOG_ERR, "%s: cannot read the status: %s", name, pmctl_dm_why());
+			return EXIT_DM;
+		}
+		if (pmctl_health_step(&h, r ? health : NULL, &c) != PMCTL_EV_NONE) {
+			pmctl_hchange_line(name, &c, line, sizeof(line));
+			syslog(pmctl_hevent_priority(c.ev), "%s", line);
+			if (prog)
+				run_prog(prog, pmctl_hevent_name(c.ev), name,
+					 c.now[0] ? c.now : "-");
+			if (oneshot)
+				return CHILD_TOLD;
+		}
+		if (!r)
+			return EXIT_OK;
+		wait_event(name, ev);
+	}
+}
+
+static void stop_children(const pid_t *pids, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (pids[i] > 0)
+			kill(pids[i], SIGTERM);
+}
+
+int cmd_monitor(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "program", required_argument, NULL, 'p' },
+		{ "oneshot", no_argument, NULL, '1' },
+		{ "foreground", no_argument, NULL, 'f' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *prog = NULL;
+	bool oneshot = false, fg = false;
+	char *names[MAX_DEVS];
+	pid_t pids[MAX_DEVS];
+	struct sigaction sa;
+	int c, i, n, left, rc = EXIT_OK;
+
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":p:1f", opts, NULL)) != -1) {
+		switch (c) {
+		case 'p':
+			prog = optarg;
+			break;
+		case '1':
+			oneshot = true;
+			break;
+		case 'f':
+			fg = true;
+			break;
+		default:
+			return bad_option(c, argv, "monitor");
+		}
+	}
+	fg = fg || oneshot;	/* a script waits for it and reads its line */
+	if (argc - optind > MAX_DEVS) {
+		err("at most %d NAMEs", MAX_DEVS);
+		return EXIT_USAGE;
+	}
+	rc = pmctl_dm_setup();
+	if (rc)
+		return rc;
+	n = 0;
+	for (i = optind; i < argc; i++) {
+		int r = is_pmemcache(argv[i]);
+
+		if (r < 0 && pmctl_dm_errno() != ENXIO) {
+			err("%s: cannot query device-mapper: %s", argv[i], pmctl_dm_why());
+			rc = EXIT_DM;
+		} else if (r < 0) {
+			err("%s: no such device-mapper device", argv[i]);
+			rc = EXIT_DEVICE;
+		} else if (!r) {
+			err("%s: not a pmemcache device", argv[i]);
+			rc = EXIT_DEVICE;
+		}
+		names[n++] = strdup(argv[i]);
+	}
+	if (optind == argc) {
+		n = all_names(names, MAX_DEVS);
+		if (n < 0)
+			return EXIT_DM;
+		if (!n) {
+			err("no pmemcache device to monitor");
+			return EXIT_DEVICE;
+		}
+	}
+	if (rc)
+		goto out;
+
+	/* Checked on the terminal; then, as a daemon, only syslog hears. */
+	if (!fg && daemon(0, 0)) {
+		err("cannot become a daemon: %s", strerror(errno));
+		rc = EXIT_DEVICE;
+		goto out;
+	}
+	openlog("pmemcachectl", LOG_PID | (fg ? LOG_PERROR : 0), LOG_DAEMON);
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_stop;	/* no SA_RESTART: waitpid() returns */
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	syslog(LOG_INFO, "monitoring %d pmemcache device%s", n, n == 1 ? "" : "s");
+	fflush(NULL);
+	for (i = 0; i < n; i++) {
+		pids[i] = fork();
+		if (!pids[i]) {
+			signal(SIGINT, SIG_DFL);
+			signal(SIGTERM, SIG_DFL);
+			sa.sa_handler = on_alarm;
+			sigaction(SIGALRM, &sa, NULL);
+			_exit(watch(names[i], prog, oneshot));
+		}
+		if (pids[i] < 0)
+			syslog(LOG_ERR, "%s: cannot fork: %s", names[i], strerror(errno));
+	}
+	for (left = n; left > 0 && !stop;) {
+		int status;
+		pid_t p = wait(&status);
+
+		if (p < 0) {
+			if (errno == EINTR)
+				continue;
+			break;		/* no child left */
+		}
+		left--;
+		for (i = 0; i < n; i++)
+			if (pids[i] == p)
+				pids[i] = 0;
+		if (WIFEXITED(status) && WEXITSTATUS(status) == CHILD_TOLD)
+			stop = 1;	/* --oneshot: the first change ends it */
+		else if (!WIFEXITED(status) || WEXITSTATUS(status))
+			rc = EXIT_DM;
+	}
+	if (left > 0) {
+		stop_children(pids, n);
+		while (wait(NULL) > 0 || errno == EINTR)
+			;
+	}
+	if (!oneshot)
+		syslog(LOG_INFO, "monitor stopped");
+	closelog();
+out:
+	for (i = 0; i < n; i++)
+		free(names[i]);
+	return rc;
+}
