@@ -21,6 +21,12 @@
 #          writeback to go quiet, then flushes and cuts at the 8th hit
 #          (PMC_CUT_QUIET=1, PMC_CUT_AFTER=8): the batch it cuts in was
 #          covered by no earlier origin flush;
+#   fua    the module is built as for vm and
+#          tests/test_durability.py::test_writes_past_a_full_cache_reach_the_origin_with_fua
+#          runs with it: caught if the volatile layer counted fewer FUA
+#          writes than the cache sent around and through it (random cuts
+#          rarely catch a missing FUA there: writeback flushes the origin
+#          every few milliseconds under pressure);
 #   model  tests/host/crash_model is built over the mutant's pmc_meta.c and
 #          runs the make-test seeds (--ops 300, seeds 1 2 3, and the
 #          waitprev run --ops 600 --seed 2); caught if it reports a
@@ -45,7 +51,7 @@ LOGS=${MUTANT_LOGS:-$KCACHE/test-logs/mutants}
 MUTANTS=(
 	"origin flush before CLEAN (pmc_wb_flush_origin)|writeback.c|vm|s.replace('r = blkdev_issue_flush(pc->origin->bdev);', 'r = 0;', 1)"
 	"FUA of write-around (pmc_write_around)|io.c|vm|s.replace('bio->bi_opf |= REQ_FUA;', '', 1)"
-	"FUA of write-through in a full cache (pmc_through_write)|io.c|vm|s.replace('REQ_OP_WRITE | REQ_SYNC | REQ_FUA);', 'REQ_OP_WRITE | REQ_SYNC);', 1)"
+	"FUA of write-through in a full cache (pmc_through_write)|io.c|fua|s.replace('REQ_OP_WRITE | REQ_SYNC | REQ_FUA);', 'REQ_OP_WRITE | REQ_SYNC);', 1)"
 	# the older copy made FREE with the data (W1), before the new record
 	# exists (W3): only a cut between the two loses it
 	"older copy freed before the new record (W5 before W3)|pmc_meta.c|window:over_w2,over_w2,over_w2,over_w2|s.replace('\t/* W2: the data is durable', '\tif (old != PMC_NO_SLOT)\n\t\tpmc_meta_invalidate(m, old, PMC_P_FREE);\n\t/* W2: the data is durable', 1)"
@@ -147,6 +153,19 @@ EOF
 		fi
 		volatile_cuts >> "$log" 2>&1
 		grep -q "acknowledged writes lost" "$log" && verdict=caught
+		;;
+	fua)
+		if ! make -s -C "$KSRC" O="$KBUILD" CC="ccache gcc" M="$tmp/dm-pmemcache" \
+			modules > "$log" 2>&1; then
+			echo "mutant $name: does not build (log $log)"
+			rm -rf "$tmp"
+			continue
+		fi
+		(cd "$REPO" && PMC_LONG=0 PMC_MUTANT_KO="$tmp/dm-pmemcache/dm-pmemcache.ko" \
+			KCACHE=$KCACHE KBUILD=$KBUILD $PY -m pytest -p no:cacheprovider -x -q \
+			tests/test_durability.py::test_writes_past_a_full_cache_reach_the_origin_with_fua) \
+			>> "$log" 2>&1
+		grep -q "writes past the cache without FUA" "$log" && verdict=caught
 		;;
 	model)
 		mkdir "$tmp/host"

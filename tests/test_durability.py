@@ -235,7 +235,7 @@ if [ %(mode)s = pressure ]; then
 fi
 dmsetup message pc 0 clear_stats
 [ %(mode)s = cleaner ] && dmsetup message pc 0 cleaner
-durable_io write /dev/mapper/pc %(start)d %(sectors)d %(threads)d %(id_base)d %(seed)d %(seq)s &
+{ durable_io write /dev/mapper/pc %(start)d %(sectors)d %(threads)d %(id_base)d %(seed)d %(seq)s; rc=$?; [ $rc -ge 128 ] || echo "FAIL: durable_io write exited $rc"; } &
 while true; do
 	ev=$(awk '$1 == "pmc_evict" { print $2 }' $T/kprobe_profile)
 	echo "ST $ev $(dmsetup status pc)"
@@ -451,6 +451,54 @@ def test_power_cuts_over_a_volatile_origin(vm, guest_tools, figures, tmp_path):
     figures["cuts over the volatile origin (ack. writes)"] = "%d (%d)" % (CUTS, model.acked)
     figures["acknowledged writes lost"] = 0
     figures["cuts with evictions before the cut"] = "%d of %d" % (len(evicted), CUTS)
+
+
+PAST_CACHE = r"""
+dd if=/dev/zero of=/dev/mapper/pc bs=1M count=%(prefill)d oflag=direct 2>/dev/null || die prefill
+dd if=/dev/zero of=/dev/mapper/pc bs=1M seek=%(fill_at)d count=%(fill_mb)d \
+	oflag=direct 2>/dev/null || die fill
+dmsetup message pc 0 clear_stats
+echo "VOL0=$(dmsetup status vol)"
+durable_io write /dev/mapper/pc %(start)d %(sectors)d %(threads)d 1 %(seed)d > /tmp/w.out &
+w=$!
+i=0
+while [ "$(grep -c '^ACK' /tmp/w.out)" -lt %(acks)d ] && [ $i -lt 600 ]; do
+	sleep 1
+	i=$((i + 1))
+done
+kill $w
+wait $w || true
+echo "ACKS=$(grep -c '^ACK' /tmp/w.out)"
+echo "ST=$(dmsetup status pc)"
+echo "VOL1=$(dmsetup status vol)"
+"""
+
+
+def test_writes_past_a_full_cache_reach_the_origin_with_fua(vm, guest_tools):
+    """Write-around and write-through skip the cache's durability (no
+    record in pmem), so they must reach the origin with FUA: over the
+    volatile layer, every write the cache sent to it during the writer's
+    run, outside writeback, carries FUA.  Power cuts rarely catch a
+    missing FUA here, because writeback flushes the origin every few
+    milliseconds under pressure; this count always does.  The writer is
+    stopped (and its writes completed) before both counters are read."""
+    ko = "/test/mutant.ko" if MUTANT_KO else "/lib/modules/extra/dm-pmemcache.ko"
+    script = boot_script("pressure", 1, ko)
+    script += PAST_CACHE % dict(prefill=PREFILL_MB, fill_at=PRESSURE_AT >> 11,
+                                fill_mb=PRESSURE_SECTORS >> 11, start=PRESSURE_AT,
+                                sectors=PRESSURE_SECTORS, threads=THREADS,
+                                seed=4711, acks=300 if not LONG else 3000)
+    res = run(vm, script, files=list(guest_tools), pmem_size=PMEM_MB, timeout=900)
+    assert res.rc == 0, res.tail()
+    st = parse_status(res.value("ST"))
+    vol0, vol1 = ([int(x) for x in res.value(k).split()[3:9]] for k in ("VOL0", "VOL1"))
+    fua = vol1[2] - vol0[2]
+    past = st["write_around"] + st["full_through"]
+    print("acks %s: write_around %d (full_around %d), full_through %d, FUA writes at "
+          "the origin %d" % (res.value("ACKS"), st["write_around"], st["full_around"],
+                             st["full_through"], fua))
+    assert st["full_through"] > 0 and st["full_around"] > 0, st
+    assert fua >= past, "writes past the cache without FUA: %d sent, %d FUA" % (past, fua)
 
 
 @pytest.mark.skipif(not LONG, reason="mutation testing: set PMC_LONG=1")

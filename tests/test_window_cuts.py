@@ -175,9 +175,9 @@ WRITE = r"""
 dmesg | sed -n 's/.*: recovery: \([0-9]*\) superseded, \([0-9]*\) torn.*/RECOVERY=\1 \2/p' | tail -1
 echo "AFTER=$(dmsetup status pc)"
 P=/sys/module/dm_pmemcache/parameters
-durable_io discard /dev/mapper/pc %(dstart)d %(dsectors)d %(did)d %(dseed)d &
+{ durable_io discard /dev/mapper/pc %(dstart)d %(dsectors)d %(did)d %(dseed)d; rc=$?; [ $rc -ge 128 ] || echo "FAIL: durable_io discard exited $rc"; } &
 dpid=$!
-durable_io write /dev/mapper/pc 0 %(sectors)d %(threads)d %(id_base)d %(seed)d &
+{ durable_io write /dev/mapper/pc 0 %(sectors)d %(threads)d %(id_base)d %(seed)d; rc=$?; [ $rc -ge 128 ] || echo "FAIL: durable_io write exited $rc"; } &
 wpid=$!
 i=0
 armed=0
@@ -189,7 +189,8 @@ while true; do
 	# fields 4 and 5: blocks, dirty
 	if [ $i -ge 0 ] && { [ $(($5 * 100)) -ge $(($4 * %(arm_dirty)d)) ] || [ $i -ge 60 ]; }; then
 		if [ %(quiet)d = 1 ]; then
-			kill $wpid $dpid 2>/dev/null || true
+			# the writers, not the subshells that report their exit
+			kill $(pidof durable_io) 2>/dev/null || true
 			wait $wpid $dpid 2>/dev/null || true
 			sleep 3
 			echo "QUIET=$(dmsetup status pc)"

@@ -104,18 +104,57 @@ static long long decode(const u64 *w, u64 s)
 static void say(const char *fmt, ...)
 	__attribute__((format(printf, 1, 2)));
 
-/* One write(2) per line: lines of different threads never mix. */
+/*
+ * One write(2) per line: lines of different threads never mix.  The
+ * script's output is a virtio-serial port whose open file is shared with
+ * the shell and its other children; a write there can come back short or
+ * with EAGAIN when the port's queue is full (seen: a writer that stopped
+ * after a few hundred lines with no word).  Retry for up to a minute, then
+ * say why on the kernel log (the port is what failed) and exit 3.
+ */
+static void kmsg(const char *what, int err)
+{
+	int fd = open("/dev/kmsg", O_WRONLY);
+
+	if (fd >= 0) {
+		dprintf(fd, "durable_io: output port: %s (%s)\n", what,
+			err ? strerror(err) : "short write");
+		close(fd);
+	}
+}
+
 static void say(const char *fmt, ...)
 {
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	static int warned;
 	char line[128];
+	int n, done = 0, tries = 0;
 	va_list ap;
-	int n;
+	ssize_t r;
 
 	va_start(ap, fmt);
 	n = vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
-	if (write(1, line, n) != n)
+	pthread_mutex_lock(&lock);
+	while (done < n) {
+		r = write(1, line + done, n - done);
+		if (r > 0) {
+			done += r;
+			continue;
+		}
+		if (r < 0 && errno != EAGAIN && errno != EINTR)
+			break;
+		if (!warned++)
+			kmsg("retrying", r < 0 ? errno : 0);
+		if (++tries == 60000)
+			break;
+		usleep(1000);
+	}
+	pthread_mutex_unlock(&lock);
+	if (done < n) {
+		kmsg("gave up, exiting", r < 0 ? errno : 0);
 		exit(3);
+	}
 }
 
 static void die(const char *what)
