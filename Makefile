@@ -28,7 +28,7 @@ PY        := /usr/bin/python3
 PYTEST    := $(PY) -m pytest
 
 .PHONY: all deps kernel module userspace install uninstall image vm test test-long demo \
-	bench bench-check clean check-series
+	bench bench-check clean check-series deb deb-pmemcachectl
 
 all: kernel module userspace image
 
@@ -50,6 +50,19 @@ userspace: deps
 # Needs only the build dependencies of userspace/ (no make deps).
 install uninstall:
 	@$(MAKE) -s -C userspace $@
+
+# Debian packages (packaging/mkdeb.sh): pmemcachectl and
+# dm-pmemcache-modules-<kernel release>, built with dpkg-deb from staged
+# trees into $(DEBOUT) and checked by lintian (an error fails). The module
+# is built against $(KBUILD), which `make kernel` must have built (deb
+# never builds the kernel). deb-pmemcachectl and deb-modules build one.
+DEBOUT    ?= $(CURDIR)/out/deb
+
+deb:
+	@packaging/mkdeb.sh $(DEBOUT) $(KSRC) $(KBUILD) $(KCACHE) pmemcachectl
+
+deb-pmemcachectl:
+	@packaging/mkdeb.sh $(DEBOUT) $(KSRC) $(KBUILD) $(KCACHE) pmemcachectl
 
 image: deps
 	@qemu/mkimage.sh $(IMAGE)
@@ -115,4 +128,4 @@ check-series: deps
 
 clean:
 	-$(MAKE) -s -C userspace clean
-	rm -rf tests/__pycache__ tests/.pytest_cache .pytest_cache
+	rm -rf tests/__pycache__ tests/.pytest_cache .pytest_cache out
