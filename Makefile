@@ -28,7 +28,7 @@ PY        := /usr/bin/python3
 PYTEST    := $(PY) -m pytest
 
 .PHONY: all deps kernel module userspace install uninstall image vm test test-long demo \
-	bench bench-check clean check-series deb deb-pmemcachectl
+	bench bench-check clean check-series deb deb-pmemcachectl deb-modules
 
 all: kernel module userspace image
 
@@ -59,10 +59,13 @@ install uninstall:
 DEBOUT    ?= $(CURDIR)/out/deb
 
 deb:
-	@packaging/mkdeb.sh $(DEBOUT) $(KSRC) $(KBUILD) $(KCACHE) pmemcachectl
+	@packaging/mkdeb.sh $(DEBOUT) $(KSRC) $(KBUILD) $(KCACHE) pmemcachectl modules
 
 deb-pmemcachectl:
 	@packaging/mkdeb.sh $(DEBOUT) $(KSRC) $(KBUILD) $(KCACHE) pmemcachectl
+
+deb-modules:
+	@packaging/mkdeb.sh $(DEBOUT) $(KSRC) $(KBUILD) $(KCACHE) modules
 
 image: deps
 	@qemu/mkimage.sh $(IMAGE)

@@ -62,7 +62,7 @@ finish() {
 	chmod 0644 "$root/DEBIAN/md5sums" "$root/DEBIAN/control"
 	find "$root" -type d -exec chmod 0755 {} +
 	echo "Installed-Size: $(du -sk --exclude=DEBIAN "$root" | cut -f1)" >> "$root/DEBIAN/control"
-	rm -f "$out/${pkg}"_*.deb
+	rm -f "$out/${pkg}"_*.deb "$out/${pkg}"_*.deb.lintian
 	dpkg-deb --root-owner-group -Zxz --build "$root" "$deb" >/dev/null
 	echo "  DEB     $deb"
 	# --fail-on error: warnings are printed (and explained in
@@ -127,10 +127,67 @@ EOF
 	finish pmemcachectl "$root"
 }
 
+build_modules() {
+	[ -f "$kbuild/Module.symvers" ] ||
+		{ echo "mkdeb: no kernel build at $kbuild (make kernel first)" >&2; exit 1; }
+	local krel pkg root src=$build/src/dm-pmemcache
+	krel=$(cat "$kbuild/include/config/kernel.release")
+	pkg=dm-pmemcache-modules-$krel
+	root=$build/modules
+	echo "  BUILD   dm-pmemcache.ko for $krel"
+	# The product module (no PMC_CUT_HOOKS), under the kernel build lock
+	# (it builds in the kernel's O= folder), as tests/test_window_cuts.py.
+	flock "$kcache/kernel-build.lock" \
+		make -s -C "$ksrc" O="$kbuild" CC="ccache gcc" M="$src" modules
+	local vermagic
+	vermagic=$(modinfo -F vermagic "$src/dm-pmemcache.ko" | cut -d' ' -f1)
+	[ "$vermagic" = "$krel" ] ||
+		{ echo "mkdeb: module vermagic $vermagic is not $krel" >&2; exit 1; }
+	rm -rf "$root"
+	# extra/: where `make modules_install M=` puts out-of-tree modules.
+	install -d "$root/lib/modules/$krel/extra"
+	install -m 0644 "$src/dm-pmemcache.ko" "$root/lib/modules/$krel/extra/"
+	# What dh_strip does to kernel modules.
+	strip --remove-section=.comment --remove-section=.note --strip-debug \
+		"$root/lib/modules/$krel/extra/dm-pmemcache.ko"
+	add_doc "$pkg" "$root"
+	install -d "$root/DEBIAN" "$root/usr/share/lintian/overrides"
+	sed "s|@KREL@|$krel|g" "$pkgdir/modules.lintian-overrides.in" \
+		> "$root/usr/share/lintian/overrides/$pkg"
+	chmod 0644 "$root/usr/share/lintian/overrides/$pkg"
+	local s
+	for s in postinst postrm; do
+		sed "s|@KREL@|$krel|g" "$pkgdir/modules.$s.in" > "$root/DEBIAN/$s"
+		chmod 0755 "$root/DEBIAN/$s"
+	done
+	# linux-image-<release>: the name scripts/package/builddeb gives the
+	# kernel image package (make deb-kernel); kmod for depmod.
+	cat > "$root/DEBIAN/control" <<EOF
+Package: $pkg
+Source: dm-pmemcache
+Version: $version
+Architecture: $arch
+Maintainer: $maintainer
+Depends: linux-image-$krel, kmod
+Provides: dm-pmemcache-modules
+Section: kernel
+Priority: optional
+Description: dm-pmemcache kernel module for Linux $krel
+ dm-pmemcache is a device-mapper target that uses persistent memory
+ without struct page (a raw pmem namespace) as a crash-consistent
+ write-back cache in front of md software RAID.
+ .
+ This package has dm-pmemcache.ko for the kernel $krel,
+ which has the pfn I/O patches of dm-pmemcache (core-patches/).
+EOF
+	finish "$pkg" "$root"
+}
+
 copy_sources
 for p in "$@"; do
 	case $p in
 	pmemcachectl) build_pmemcachectl ;;
+	modules) build_modules ;;
 	*) echo "mkdeb: unknown package $p" >&2; exit 2 ;;
 	esac
 done
