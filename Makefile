@@ -28,7 +28,7 @@ PY        := /usr/bin/python3
 PYTEST    := $(PY) -m pytest
 
 .PHONY: all deps kernel module userspace install uninstall image vm test test-long demo \
-	bench bench-check clean check-series deb deb-pmemcachectl deb-modules
+	bench bench-check clean check-series deb deb-pmemcachectl deb-modules deb-kernel
 
 all: kernel module userspace image
 
@@ -66,6 +66,28 @@ deb-pmemcachectl:
 
 deb-modules:
 	@packaging/mkdeb.sh $(DEBOUT) $(KSRC) $(KBUILD) $(KCACHE) modules
+
+# The patched kernel as packages, by the kernel's own bindeb-pkg
+# (scripts/Makefile.package, scripts/package/mkdebian and builddeb):
+# linux-image-<release>, linux-headers-<release>, linux-libc-dev and,
+# with CONFIG_DEBUG_INFO, linux-image-<release>-dbg. It builds the kernel
+# (under the kernel build lock) with the configuration `make kernel` made
+# in $(KBUILD): by default the QEMU guest one, which boots no ordinary
+# machine (no SATA/NVMe, ext4, network, EFI). For a real machine, a build
+# folder of its own and a fragment with its drivers, e.g.
+#   make deb-kernel KBUILD=$(KCACHE)/build-host FRAGMENTS="qemu/kernel.config host.config"
+# builddeb writes the .debs to the parent of the O= folder, $(KCACHE),
+# with dpkg-buildpackage's .buildinfo and .changes; they are moved to
+# $(DEBOUT). KDEB_PKGVERSION sets the package version (default
+# <release>-<build number>).
+deb-kernel: kernel
+	@mkdir -p $(DEBOUT)
+	@rm -f $(dir $(KBUILD:/=))linux-*.deb $(dir $(KBUILD:/=))linux-upstream_*
+	@flock $(KCACHE)/kernel-build.lock \
+		$(MAKE) -C $(KSRC) O=$(KBUILD) CC="ccache gcc" -j$(JOBS) bindeb-pkg \
+		> $(KBUILD)/bindeb-pkg.log 2>&1 || { tail -40 $(KBUILD)/bindeb-pkg.log; exit 1; }
+	@cd $(dir $(KBUILD:/=)) && mv -v linux-*.deb $(DEBOUT)/ && \
+		{ mv -v linux-upstream_*.buildinfo linux-upstream_*.changes $(DEBOUT)/ 2>/dev/null || true; }
 
 image: deps
 	@qemu/mkimage.sh $(IMAGE)
