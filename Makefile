@@ -28,7 +28,7 @@ PY        := /usr/bin/python3
 PYTEST    := $(PY) -m pytest
 
 .PHONY: all deps kernel module userspace install uninstall image vm test test-long demo \
-	bench bench-check clean check-series
+	bench bench-check clean check-series deb deb-pmemcachectl deb-modules deb-kernel
 
 all: kernel module userspace image
 
@@ -50,6 +50,44 @@ userspace: deps
 # Needs only the build dependencies of userspace/ (no make deps).
 install uninstall:
 	@$(MAKE) -s -C userspace $@
+
+# Debian packages (packaging/mkdeb.sh): pmemcachectl and
+# dm-pmemcache-modules-<kernel release>, built with dpkg-deb from staged
+# trees into $(DEBOUT) and checked by lintian (an error fails). The module
+# is built against $(KBUILD), which `make kernel` must have built (deb
+# never builds the kernel). deb-pmemcachectl and deb-modules build one.
+DEBOUT    ?= $(CURDIR)/out/deb
+
+deb:
+	@packaging/mkdeb.sh $(DEBOUT) $(KSRC) $(KBUILD) $(KCACHE) pmemcachectl modules
+
+deb-pmemcachectl:
+	@packaging/mkdeb.sh $(DEBOUT) $(KSRC) $(KBUILD) $(KCACHE) pmemcachectl
+
+deb-modules:
+	@packaging/mkdeb.sh $(DEBOUT) $(KSRC) $(KBUILD) $(KCACHE) modules
+
+# The patched kernel as packages, by the kernel's own bindeb-pkg
+# (scripts/Makefile.package, scripts/package/mkdebian and builddeb):
+# linux-image-<release>, linux-headers-<release>, linux-libc-dev and,
+# with CONFIG_DEBUG_INFO, linux-image-<release>-dbg. It builds the kernel
+# (under the kernel build lock) with the configuration `make kernel` made
+# in $(KBUILD): by default the QEMU guest one, which boots no ordinary
+# machine (no SATA/NVMe, ext4, network, EFI). For a real machine, a build
+# folder of its own and a fragment with its drivers, e.g.
+#   make deb-kernel KBUILD=$(KCACHE)/build-host FRAGMENTS="qemu/kernel.config host.config"
+# builddeb writes the .debs to the parent of the O= folder, $(KCACHE),
+# with dpkg-buildpackage's .buildinfo and .changes; they are moved to
+# $(DEBOUT). KDEB_PKGVERSION sets the package version (default
+# <release>-<build number>).
+deb-kernel: kernel
+	@mkdir -p $(DEBOUT)
+	@rm -f $(dir $(KBUILD:/=))linux-*.deb $(dir $(KBUILD:/=))linux-upstream_*
+	@flock $(KCACHE)/kernel-build.lock \
+		$(MAKE) -C $(KSRC) O=$(KBUILD) CC="ccache gcc" -j$(JOBS) bindeb-pkg \
+		> $(KBUILD)/bindeb-pkg.log 2>&1 || { tail -40 $(KBUILD)/bindeb-pkg.log; exit 1; }
+	@cd $(dir $(KBUILD:/=)) && mv -v linux-*.deb $(DEBOUT)/ && \
+		{ mv -v linux-upstream_*.buildinfo linux-upstream_*.changes $(DEBOUT)/ 2>/dev/null || true; }
 
 image: deps
 	@qemu/mkimage.sh $(IMAGE)
@@ -115,4 +153,4 @@ check-series: deps
 
 clean:
 	-$(MAKE) -s -C userspace clean
-	rm -rf tests/__pycache__ tests/.pytest_cache .pytest_cache
+	rm -rf tests/__pycache__ tests/.pytest_cache .pytest_cache out

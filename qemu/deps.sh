@@ -9,6 +9,7 @@ pkgs=(
 	libjson-c-dev pkg-config valgrind
 	python3-pytest python3-pytest-xdist python3-matplotlib python3-git
 	bcache-tools
+	lintian fakeroot	# make deb, make deb-kernel (bindeb-pkg)
 )
 missing=()
 for p in "${pkgs[@]}"; do
