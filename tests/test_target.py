@@ -529,3 +529,67 @@ echo MISMATCH=$(cat /sys/block/md0/md/mismatch_cnt)
         assert state == "in_sync" and bad == "0", members
     assert res.values("VERIFY_OK") == ["small"]
     assert res.value("MISMATCH") == "0"
+
+
+MD_PFN_AGAIN = "page-less I/O again: every member takes it"
+JOB_AGAIN = JOB_SMALL.replace("--offset=64m", "--offset=128m")
+
+
+@pytest.mark.skipif(not (PFN_IO and RAW_PMEM and _tree_has("md_recheck_pfn", "drivers/md/md.c")),
+                    reason="needs core-patches 0018 (md takes page-less bios again)")
+def test_md_takes_pfn_bios_again_once_the_member_does(vm):
+    """The member that refused page-less bios is reloaded back to a
+    table that passes them: md gives the array QUEUE_FLAG_PFN back
+    (core-patches 0018, no sooner than 30 s after the refusal), so a new
+    cache over it writes back through pfns again; md stays clean and every
+    byte verifies on it."""
+    res = run(vm, """
+pmc_init
+for l in a b; do
+	dm_create m$l "0 $(blockdev --getsz /dev/vd$l) linear /dev/vd$l 0" || die m$l
+done
+mdadm --create /dev/md0 --run --quiet --metadata=1.2 --assume-clean --size=256M \\
+	--level=raid1 --raid-devices=2 /dev/mapper/ma /dev/mapper/mb 2>&1 || die mdadm
+dm_create pc "$(pmc_table md0 '4 high_watermark 100 low_watermark 100')" || die create
+fio_job small /dev/mapper/pc %(small)s
+losetup /dev/loop0 /dev/vdb || die losetup
+dmsetup reload mb --table "0 $(blockdev --getsz /dev/vdb) linear /dev/loop0 0" || die "reload mb"
+dmsetup resume mb || die "resume mb"
+dmsetup message pc 0 flush || die flush
+status 0
+dmsetup remove pc || die remove
+dmsetup reload mb --table "0 $(blockdev --getsz /dev/vdb) linear /dev/vdb 0" || die "reload mb back"
+dmsetup resume mb || die "resume mb back"
+losetup -d /dev/loop0
+# writes wake the md thread (safemode marks the array clean after them)
+n=0
+until dmesg | grep -q "md0: %(again)s"; do
+	n=$((n + 1))
+	[ $n -lt 120 ] || break
+	dd if=/dev/zero of=/dev/md0 bs=4k count=1 seek=65000 oflag=direct 2>/dev/null
+	sleep 1
+done
+echo AGAIN_AFTER=$n
+dm_create pc "$(pmc_table md0 '4 high_watermark 100 low_watermark 100')" || die "create again"
+fio_job again /dev/mapper/pc %(again_job)s
+dmsetup message pc 0 flush || die "flush again"
+status 1
+dmsetup remove pc || die "remove again"
+echo DEGRADED=$(cat /sys/block/md0/md/degraded)
+for d in /sys/block/md0/md/dev-*; do
+	echo "MEMBER=$(cat $d/state) $(wc -l < $d/bad_blocks)"
+done
+fio_check small /dev/md0 %(small)s
+fio_check again /dev/md0 %(again_job)s
+""" % dict(small=JOB_SMALL, again_job=JOB_AGAIN, again=MD_PFN_AGAIN))
+    s = parse_status(res.value("STATUS0"))
+    assert s["route"] == "bounce" and s["wb_notsupp"] > 0, s
+    assert MD_PFN_AGAIN in res.dmesg, "md never took page-less bios again"
+    s = parse_status(res.value("STATUS1"))
+    assert s["route"] == "pfn", s
+    assert s["wb_pfn_blocks"] > 0 and s["wb_bounce_blocks"] == 0 and s["wb_notsupp"] == 0, s
+    assert s["dirty"] == 0
+    assert res.value("DEGRADED") == "0"
+    for m in res.values("MEMBER"):
+        assert m.split() == ["in_sync", "0"], m
+    assert res.values("VERIFY_OK") == ["small", "again"]
