@@ -5,6 +5,8 @@ import re
 
 import pytest
 
+import vm as vm_module
+
 from vm import KBUILD, KMOD, EXIT_TIMEOUT, VM, BootFiles, GuestRun, build_test_kmods, \
     qemu_aborted_before_boot
 
@@ -146,3 +148,33 @@ def test_concurrent_runs_on_one_checkout_never_share_a_log(tmp_path):
     assert a._log_path(tmp_path) == old and old.read_text() == ""
     assert b._log_path(tmp_path) == tmp_path / "t.3.log"   # skips 1 (a's) and 2
     assert theirs.read_text() == "another process, now"
+
+
+class FakeBoots(VM):
+    """VM whose boots are shell commands: the first never reaches init
+    (a hung TCG boot), the next ones announce init, print and exit 0."""
+
+    def command(self, script, *, log=None, **opts):
+        files = BootFiles.of(log)
+        if self.boots == 1:
+            return ["sh", "-c", "echo $$ > %s.pid; exec sleep 15" % log]
+        return ["sh", "-c", "echo '@@BOOTED x@@' >> %s; echo KEY=ran > %s; "
+                "echo '@@EXIT 0@@' > %s" % (files.console, files.out, files.result)]
+
+
+@pytest.mark.parametrize("how", ["run", "start"])
+def test_a_boot_that_never_reaches_init_is_killed_and_booted_again(tmp_path, monkeypatch, how):
+    monkeypatch.setattr(vm_module, "LOGDIR", tmp_path)
+    monkeypatch.setattr(vm_module, "BOOT_WAIT", 1)
+    hung = vm_module.QEMU_RETRIES["hung boots"]
+    guest = FakeBoots("fake", tmp_path / "state")
+    if how == "run":
+        assert guest.run("true").value("KEY") == "ran"
+    else:
+        proc, files = guest.start("true")
+        proc.wait()
+        assert "KEY=ran" in files.read()[1]
+    assert vm_module.QEMU_RETRIES["hung boots"] == hung + 1
+    pid = int((tmp_path / "fake.1.log.pid").read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)         # the hung boot's process group is gone

@@ -174,7 +174,35 @@ class GuestRun:
 # kernel is still setting up PCI devices, long before our code runs (seen in
 # about 1 of 300 boots on a loaded 2-core machine).
 QEMU_BOOT_ABORT = "msix_table_mmio_write: Assertion"
-QEMU_RETRIES = {"boots": 0}
+QEMU_RETRIES = {"boots": 0, "hung boots": 0}
+# A TCG guest on a loaded 2-core machine sometimes stops early in boot,
+# before init (seen: the serial console silent after "tsc: Unable to
+# calibrate against PIT" for 15 minutes, a debug kernel; and a boot stuck
+# after ACPI).  Init announces itself within about 60 s even then, three
+# times that on the debug kernel: a guest that has not after BOOT_WAIT is
+# killed and booted again, once.  Nothing of the test has run then.
+BOOT_WAIT = 300 * TIMEOUT_FACTOR
+
+
+def wait_for_init(proc, files, seconds=None):
+    """Wait until the guest's init announced itself or QEMU ended; return
+    True if neither happened within @seconds (default BOOT_WAIT): a hung
+    boot, which the caller kills and boots again."""
+    deadline = time.time() + (BOOT_WAIT if seconds is None else seconds)
+    while proc.poll() is None and "@@BOOTED" not in files.read()[0]:
+        if time.time() >= deadline:
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def kill_boot(proc):
+    """Kill a boot's whole process group (run-vm.sh, QEMU, its helpers)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
 
 
 def qemu_aborted_before_boot(files):
@@ -267,18 +295,31 @@ class VM:
         for attempt in range(2):
             log = self._log_path()
             cmd = self.command(script, log=log, **opts)
-            proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                  text=True)
-            if attempt or not qemu_aborted_before_boot(BootFiles.of(log)):
+            err = open(str(log) + ".stderr", "w+")
+            proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err,
+                                    text=True, start_new_session=True)
+            files = BootFiles.of(log)
+            if wait_for_init(proc, files) and not attempt:
+                kill_boot(proc)
+                err.close()
+                QEMU_RETRIES["hung boots"] += 1
+                print("the guest did not reach init in %d s (%s): booting again"
+                      % (BOOT_WAIT, log))
+                continue
+            proc.wait()
+            err.seek(0)
+            stderr = err.read()
+            err.close()
+            if attempt or not qemu_aborted_before_boot(files):
                 break
             QEMU_RETRIES["boots"] += 1
             print("QEMU aborted before the guest booted (%s): booting again" % log)
-        res = GuestRun.load(proc.returncode, BootFiles.of(log))
+        res = GuestRun.load(proc.returncode, files)
         if not allow_reports:
             check_reports(res)
         if check and res.rc != 0:
             raise AssertionError("guest script exited %d (log %s)\n%s\n--- tail ---\n%s"
-                                 % (res.rc, log, proc.stderr.strip(), res.tail()))
+                                 % (res.rc, log, stderr.strip(), res.tail()))
         return res
 
     def start(self, script, **opts):
@@ -292,10 +333,12 @@ class VM:
             if attempt:
                 break
             # Until init announces itself, QEMU's boot abort may still come.
-            deadline = time.time() + 600
-            while (proc.poll() is None and time.time() < deadline and
-                   "@@BOOTED" not in files.read()[0]):
-                time.sleep(0.2)
+            if wait_for_init(proc, files):
+                kill_boot(proc)
+                QEMU_RETRIES["hung boots"] += 1
+                print("the guest did not reach init in %d s (%s): booting again"
+                      % (BOOT_WAIT, log))
+                continue
             if proc.poll() is None or not qemu_aborted_before_boot(files):
                 break
             QEMU_RETRIES["boots"] += 1
