@@ -28,6 +28,7 @@
 #include <libdevmapper.h>
 
 #include "pmemcachectl.h"
+#include "dm.h"
 #include "pmemcache_format.h"	/* __le types from <linux/types.h> here */
 #include "precheck.h"
 #include "probe.h"

@@ -11,7 +11,7 @@
  * that formatted it, from the superblock then on pmem, with a rename
  * (the kernel lets a device without a UUID get one, once).
  */
-/* No _GNU_SOURCE: <sys/stat.h> would pull <linux/types.h> (cmd_dm.c). */
+/* No _GNU_SOURCE: <sys/stat.h> would pull <linux/types.h> (see dm.c). */
 #define _DEFAULT_SOURCE
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -25,6 +25,7 @@
 #include <libdevmapper.h>
 
 #include "pmemcachectl.h"
+#include "dm.h"
 #include "pmemcache_format.h"
 #include "precheck.h"
 #include "probe.h"

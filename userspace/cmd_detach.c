@@ -33,6 +33,7 @@
 #include <libdevmapper.h>
 
 #include "pmemcachectl.h"
+#include "dm.h"
 #include "probe.h"
 
 #define TARGET		"pmemcache"

@@ -26,6 +26,7 @@
 #include <libdevmapper.h>
 
 #include "pmemcachectl.h"
+#include "dm.h"
 #include "monitor.h"
 #include "status.h"
 
