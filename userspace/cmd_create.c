@@ -30,7 +30,6 @@
 #include "precheck.h"
 #include "probe.h"
 
-#define TARGET		"pmemcache"
 #define DM_NAME_MAX	128	/* DM_NAME_MAX of <linux/dm-ioctl.h> */
 
 /* Feature ranges of target.c pmc_parse_features(): refused here first. */
@@ -54,7 +53,7 @@ bool pmctl_target_registered(void)
 	v = dm_task_get_versions(dmt);
 	do {
 		last = v;
-		if (!strcmp(v->name, TARGET))
+		if (!strcmp(v->name, PMCTL_TARGET))
 			found = true;
 		v = (struct dm_versions *)((char *)v + v->next);
 	} while (last != v);
@@ -224,7 +223,7 @@ int pmctl_create_run(const struct create_opts *o)
 	kfd = pmctl_kmsg_open();
 	dmt = pmctl_dm_task(DM_DEVICE_CREATE, o->name);
 	if (!dmt || (uuid[0] && !dm_task_set_uuid(dmt, uuid)) ||
-	    !dm_task_add_target(dmt, 0, dev.origin_sectors, TARGET, table) ||
+	    !dm_task_add_target(dmt, 0, dev.origin_sectors, PMCTL_TARGET, table) ||
 	    !dm_task_set_add_node(dmt, DM_ADD_NODE_ON_CREATE)) {
 		err("cannot build the create request");
 		if (dmt)

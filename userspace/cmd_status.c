@@ -18,8 +18,6 @@
 #include "report.h"
 #include "status.h"
 
-#define TARGET		"pmemcache"
-
 static void status_human(const char *name, const char *dm_uuid,
 			 const struct pmctl_sample *s, const struct pmc_table *t,
 			 double rate)
@@ -83,12 +81,6 @@ static void status_human(const char *name, const char *dm_uuid,
 	       st->ram_bytes_per_block);
 	free(op);
 	free(cp);
-}
-
-static void print_json(json_object *j)
-{
-	printf("%s\n", json_object_to_json_string_ext(j, JSON_C_TO_STRING_PRETTY |
-						      JSON_C_TO_STRING_NOSLASHESCAPE));
 }
 
 /*
@@ -184,7 +176,7 @@ static int items_print(struct dev_item **items, int n, bool list, bool json,
 			     items[0]->rate);
 		return 0;
 	}
-	print_json(j);
+	pmctl_print_json(j);
 	json_object_put(j);
 	return 0;
 }
@@ -198,12 +190,12 @@ static int item_from_lines(struct dev_item *it, const char *sline,
 	char type[64];
 
 	if (!sline || pmc_split_dm_line(sline, &start, &it->s.len, type, sizeof(type), &params) ||
-	    strcmp(type, TARGET) || pmc_status_parse(params, &it->s.st)) {
+	    strcmp(type, PMCTL_TARGET) || pmc_status_parse(params, &it->s.st)) {
 		err("unexpected status line '%s'", sline ? sline : "");
 		return EXIT_DM;
 	}
 	if (tline && (pmc_split_dm_line(tline, &start, &it->s.len, type, sizeof(type), &params) ||
-		      strcmp(type, TARGET) || pmc_table_parse(params, &it->t))) {
+		      strcmp(type, PMCTL_TARGET) || pmc_table_parse(params, &it->t))) {
 		err("unexpected table line '%s'", tline);
 		return EXIT_DM;
 	}
@@ -399,7 +391,7 @@ static int list_devices(struct dev_item ***itemsp, int *np)
 			t = pmctl_dm_task(DM_DEVICE_TABLE, n->name);
 			ours = t && dm_task_run(t) &&
 			       !dm_get_next_target(t, NULL, &start, &length, &ttype, &p) &&
-			       ttype && !strcmp(ttype, TARGET) && p &&
+			       ttype && !strcmp(ttype, PMCTL_TARGET) && p &&
 			       !pmc_table_parse(p, &it->t);
 			if (t)
 				dm_task_destroy(t);

@@ -29,7 +29,6 @@
 #include "dm.h"
 #include "status.h"
 
-#define TARGET		"pmemcache"
 #define DM_CONTROL	"/dev/mapper/control"
 
 /* ------------------------------------------------------------------ */
@@ -213,7 +212,7 @@ int pmctl_dm_get(int type, const char *name, uint64_t *len, char **params)
 		return EXIT_DM;
 	}
 	next = dm_get_next_target(dmt, NULL, &start, &length, &ttype, &p);
-	if (!ttype || strcmp(ttype, TARGET) || next) {
+	if (!ttype || strcmp(ttype, PMCTL_TARGET) || next) {
 		err("%s: not a pmemcache device (target %s%s)", name,
 		    ttype ? ttype : "none", next ? " and others" : "");
 		dm_task_destroy(dmt);
@@ -328,9 +327,9 @@ bool pmctl_kmsg_reason(int fd, char *out, size_t len)
 			*nl = 0;
 		if (!strstr(msg, "device-mapper"))
 			continue;
-		p = strstr(msg, TARGET ": ");
+		p = strstr(msg, PMCTL_TARGET ": ");
 		if (p) {
-			snprintf(out, len, "%s", p + strlen(TARGET ": "));
+			snprintf(out, len, "%s", p + strlen(PMCTL_TARGET ": "));
 			found = true;
 		} else {
 			snprintf(other, sizeof(other), "%s", msg);

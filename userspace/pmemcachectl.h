@@ -17,6 +17,8 @@
 #include "status.h"
 
 #define PMCTL_VERSION	"1.0"
+/* The dm target type the tool drives. */
+#define PMCTL_TARGET	"pmemcache"
 
 /* Exit codes.  Stable: scripts test them. */
 enum {
@@ -57,6 +59,8 @@ int bad_option(int c, char **argv, const char *cmd);
 double pmctl_now_s(void);
 void pmctl_sleep_ms(unsigned int ms);
 void pmctl_human_bytes(double b, char *out, size_t len);
+/* @j pretty-printed on stdout, one object, "/" not escaped. */
+void pmctl_print_json(json_object *j);
 
 /*
  * Table and message lines the tool builds (tables.c; pure, unit-tested).

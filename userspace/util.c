@@ -129,3 +129,10 @@ void pmctl_human_bytes(double b, char *out, size_t len)
 	}
 	snprintf(out, len, "%.1f %s", b, u[i]);
 }
+
+/* The JSON output of every command: pretty, "/" not escaped. */
+void pmctl_print_json(json_object *j)
+{
+	printf("%s\n", json_object_to_json_string_ext(j, JSON_C_TO_STRING_PRETTY |
+						      JSON_C_TO_STRING_NOSLASHESCAPE));
+}
