@@ -28,12 +28,12 @@
 #include <libdevmapper.h>
 
 #include "pmemcachectl.h"
+#include "dm.h"
 #include "pmemcache_format.h"	/* __le types from <linux/types.h> here */
 #include "precheck.h"
 #include "probe.h"
 #include "status.h"
 
-#define TARGET		"pmemcache"
 #define MAX_PMEM	256
 #define MAX_DM		1024
 #define WAIT_STEP_MS	250
@@ -87,7 +87,8 @@ static int dm_scan(struct dmdev *out, int max)
 			if (t && pmctl_dm_run(t)) {
 				dm_get_next_target(t, NULL, &start, &length, &ttype, &p);
 				snprintf(d->type, sizeof(d->type), "%s", ttype ? ttype : "");
-				if (ttype && !strcmp(ttype, TARGET) && p && !pmc_table_parse(p, &tb))
+				if (ttype && !strcmp(ttype, PMCTL_TARGET) && p &&
+				    !pmc_table_parse(p, &tb))
 					snprintf(d->cache, sizeof(d->cache), "%s", tb.cache);
 			}
 			if (t)
@@ -118,8 +119,8 @@ static int find_active(const struct activate *a, const struct pmctl_blk *pm,
 
 		*found = d;
 		if (!strcmp(d->uuid, uuid))
-			return strcmp(d->type, TARGET) ? -1 : 1;
-		if (!strcmp(d->type, TARGET) && !strcmp(d->cache, majmin))
+			return strcmp(d->type, PMCTL_TARGET) ? -1 : 1;
+		if (!strcmp(d->type, PMCTL_TARGET) && !strcmp(d->cache, majmin))
 			return 1;
 	}
 	*found = NULL;

@@ -185,12 +185,6 @@ static void check_human(struct pmc_image *im, int v, const char *why,
 		       (unsigned long long)im->rs.dirty, im->dev.path);
 }
 
-static void print_json(json_object *j)
-{
-	printf("%s\n", json_object_to_json_string_ext(j, JSON_C_TO_STRING_PRETTY |
-						      JSON_C_TO_STRING_NOSLASHESCAPE));
-}
-
 enum { OPT_NO_MARK_CLEAN = 256 };
 
 int cmd_check(int argc, char **argv)
@@ -258,7 +252,7 @@ int cmd_check(int argc, char **argv)
 	if (json) {
 		json_object *j = check_json(&im, v, why, origin ? &oid : NULL);
 
-		print_json(j);
+		pmctl_print_json(j);
 		json_object_put(j);
 	} else {
 		check_human(&im, v, why, origin ? &oid : NULL);
@@ -355,7 +349,7 @@ int cmd_drain(int argc, char **argv)
 		json_object_object_add(j, "superseded", json_object_new_int64((int64_t)im.rs.superseded));
 		json_object_object_add(j, "torn", json_object_new_int64((int64_t)im.rs.torn));
 		json_object_object_add(j, "error", r ? json_object_new_string(pmc_errmsg) : NULL);
-		print_json(j);
+		pmctl_print_json(j);
 		json_object_put(j);
 	} else {
 		printf("%s: %s%llu dirty blocks (%llu sectors) %s %s",

@@ -11,7 +11,7 @@
  * that formatted it, from the superblock then on pmem, with a rename
  * (the kernel lets a device without a UUID get one, once).
  */
-/* No _GNU_SOURCE: <sys/stat.h> would pull <linux/types.h> (cmd_dm.c). */
+/* No _GNU_SOURCE: <sys/stat.h> would pull <linux/types.h> (see dm.c). */
 #define _DEFAULT_SOURCE
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -25,11 +25,11 @@
 #include <libdevmapper.h>
 
 #include "pmemcachectl.h"
+#include "dm.h"
 #include "pmemcache_format.h"
 #include "precheck.h"
 #include "probe.h"
 
-#define TARGET		"pmemcache"
 #define DM_NAME_MAX	128	/* DM_NAME_MAX of <linux/dm-ioctl.h> */
 
 /* Feature ranges of target.c pmc_parse_features(): refused here first. */
@@ -53,7 +53,7 @@ bool pmctl_target_registered(void)
 	v = dm_task_get_versions(dmt);
 	do {
 		last = v;
-		if (!strcmp(v->name, TARGET))
+		if (!strcmp(v->name, PMCTL_TARGET))
 			found = true;
 		v = (struct dm_versions *)((char *)v + v->next);
 	} while (last != v);
@@ -223,7 +223,7 @@ int pmctl_create_run(const struct create_opts *o)
 	kfd = pmctl_kmsg_open();
 	dmt = pmctl_dm_task(DM_DEVICE_CREATE, o->name);
 	if (!dmt || (uuid[0] && !dm_task_set_uuid(dmt, uuid)) ||
-	    !dm_task_add_target(dmt, 0, dev.origin_sectors, TARGET, table) ||
+	    !dm_task_add_target(dmt, 0, dev.origin_sectors, PMCTL_TARGET, table) ||
 	    !dm_task_set_add_node(dmt, DM_ADD_NODE_ON_CREATE)) {
 		err("cannot build the create request");
 		if (dmt)

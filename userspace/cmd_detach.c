@@ -33,9 +33,9 @@
 #include <libdevmapper.h>
 
 #include "pmemcachectl.h"
+#include "dm.h"
 #include "probe.h"
 
-#define TARGET		"pmemcache"
 #define FOS		"flush_on_suspend"
 #define POLL_MS		100
 #define TABLE_MAX	1024
@@ -160,11 +160,11 @@ static bool restore(struct detach *d, char *why, size_t len)
 		snprintf(why, len, "cannot read the table: %s", pmctl_dm_why());
 		return false;
 	}
-	ours = !strcmp(type, TARGET) && d->fos_added && pmctl_table_has_flag(live, FOS);
+	ours = !strcmp(type, PMCTL_TARGET) && d->fos_added && pmctl_table_has_flag(live, FOS);
 	free(live);
 	if (ours) {
 		/* Resume swaps: the suspend it implies flushes, nothing else. */
-		if (!dm_load(d->name, d->len, TARGET, d->orig, why, len) ||
+		if (!dm_load(d->name, d->len, PMCTL_TARGET, d->orig, why, len) ||
 		    !dm_simple(d->name, DM_DEVICE_RESUME, why, len))
 			return false;
 	} else if (info.suspended && !dm_simple(d->name, DM_DEVICE_RESUME, why, len)) {
@@ -182,7 +182,7 @@ static bool restore(struct detach *d, char *why, size_t len)
 		snprintf(why, len, "cannot read the table: %s", pmctl_dm_why());
 		return false;
 	}
-	ok = !strcmp(type, TARGET) && !strcmp(live, d->orig);
+	ok = !strcmp(type, PMCTL_TARGET) && !strcmp(live, d->orig);
 	if (!ok)
 		snprintf(why, len, "the table is now '%s %.400s', not the original", type,
 			 live);
@@ -212,7 +212,7 @@ static int fail(struct detach *d, int rc, const char *fmt, ...)
 	else
 		err("%s: detach failed: %s; restoring the cache failed too: %s (original "
 		    "table: '0 %llu %s %s')", d->name, reason, rwhy,
-		    (unsigned long long)d->len, TARGET, d->orig);
+		    (unsigned long long)d->len, PMCTL_TARGET, d->orig);
 	return rc;
 }
 
@@ -333,7 +333,7 @@ static int do_detach(struct detach *d, uint32_t timeout)
 			snprintf(why, sizeof(why), "table too long");
 			goto fail_dm;
 		}
-		if (!dm_load(d->name, d->len, TARGET, params, why, sizeof(why)) ||
+		if (!dm_load(d->name, d->len, PMCTL_TARGET, params, why, sizeof(why)) ||
 		    injected(d, "load", why, sizeof(why)))
 			goto fail_dm;
 		d->fos_added = true;

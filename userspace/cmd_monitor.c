@@ -26,10 +26,10 @@
 #include <libdevmapper.h>
 
 #include "pmemcachectl.h"
+#include "dm.h"
 #include "monitor.h"
 #include "status.h"
 
-#define TARGET		"pmemcache"
 #define CHILD_TOLD	10	/* a child's exit status: told a change (--oneshot) */
 #define MAX_DEVS	256
 #define RECHECK_S	10	/* a look without an event, at the latest */
@@ -59,7 +59,7 @@ static int is_pmemcache(const char *name)
 		return -1;
 	if (pmctl_dm_run(dmt))
 		r = !dm_get_next_target(dmt, NULL, &start, &len, &type, &params) &&
-		    type && !strcmp(type, TARGET);
+		    type && !strcmp(type, PMCTL_TARGET);
 	dm_task_destroy(dmt);
 	return r;
 }
@@ -110,7 +110,7 @@ static int look(const char *name, uint32_t *event_nr, char *health, size_t len)
 		r = 0;
 	} else {
 		dm_get_next_target(dmt, NULL, &start, &length, &type, &params);
-		if (type && !strcmp(type, TARGET) && params &&
+		if (type && !strcmp(type, PMCTL_TARGET) && params &&
 		    !pmc_status_parse(params, &st)) {
 			*event_nr = info.event_nr;
 			snprintf(health, len, "%s", st.health);

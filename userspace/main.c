@@ -3,11 +3,12 @@
  * pmemcachectl: administration of dm-pmemcache devices.
  *
  * Thin command layer in the style of ndctl: this file dispatches, the
- * commands live in cmd_create.c (create), cmd_dm.c (status, list, flush,
- * remove; through libdevmapper), cmd_monitor.c (monitor), cmd_activate.c
- * (activate, udev-probe), cmd_detach.c (detach, set; libdevmapper too)
- * and cmd_check.c (check, drain; through the module's own metadata code,
- * libpmc.c).
+ * commands live in cmd_create.c (create), cmd_status.c (status, list),
+ * cmd_flush.c (flush, remove), cmd_monitor.c (monitor), cmd_activate.c
+ * (activate, udev-probe), cmd_detach.c (detach, set) and cmd_check.c
+ * (check, drain; through the module's own metadata code, libpmc.c).
+ * Those on live devices go through libdevmapper by dm.c; util.c has the
+ * error lines and number parsing of all.
  */
 #include <stdio.h>
 #include <string.h>

@@ -17,6 +17,8 @@
 #include "status.h"
 
 #define PMCTL_VERSION	"1.0"
+/* The dm target type the tool drives. */
+#define PMCTL_TARGET	"pmemcache"
 
 /* Exit codes.  Stable: scripts test them. */
 enum {
@@ -53,52 +55,12 @@ int parse_u32_range(const char *s, uint32_t min, uint32_t max, uint32_t *v);
 /* After getopt_long() returned '?' or ':': one line, EXIT_USAGE. */
 int bad_option(int c, char **argv, const char *cmd);
 
-/*
- * Device-mapper plumbing of cmd_dm.c, shared by the commands on live
- * devices (cmd_dm.c, cmd_detach.c).  Unless said otherwise: 0, or an
- * exit code after one error line.
- */
-struct dm_info;
-struct dm_task;
-
-int pmctl_dm_setup(void);
-/*
- * libdevmapper's log function: errors kept for pmctl_dm_why() (reset
- * here); with pmctl_dm_log_stdout(true), dm_report's lines printed.
- */
-void pmctl_dm_log_init(void);
-void pmctl_dm_log_stdout(bool on);
-/* dm_task_create() with the device name set; NULL on failure. */
-struct dm_task *pmctl_dm_task(int type, const char *name);
-/* dm_task_run() that keeps its error for pmctl_dm_why()/pmctl_dm_errno(). */
-bool pmctl_dm_run(struct dm_task *dmt);
-int pmctl_dm_errno(void);
-const char *pmctl_dm_why(void);
-/* 1: exists (@info filled), 0: no such device, <0: error (no line). */
-int pmctl_dm_info(const char *name, struct dm_info *info);
-/* Status or table (DM_DEVICE_STATUS/TABLE) of a one-target pmemcache
- * device; @params is malloc'ed. */
-int pmctl_dm_get(int type, const char *name, uint64_t *len, char **params);
-/* A target message; 0 or -errno (no line). */
-int pmctl_dm_message(const char *name, const char *msg);
-/* "/dev/md0" for "9:0" (malloc'ed), or NULL. */
-char *pmctl_devpath(const char *majmin);
-/* The target's one-line reason for a refusal logged since
- * pmctl_kmsg_open() (-1 if /dev/kmsg cannot be read); closes @fd. */
-int pmctl_kmsg_open(void);
-bool pmctl_kmsg_reason(int fd, char *out, size_t len);
-
-/* One status sample of a pmemcache device. */
-struct pmctl_sample {
-	uint64_t len;
-	struct pmc_status st;
-	struct timespec t;
-};
-
-int pmctl_sample(const char *name, struct pmctl_sample *s);
+/* Time and sizes (util.c). */
 double pmctl_now_s(void);
 void pmctl_sleep_ms(unsigned int ms);
 void pmctl_human_bytes(double b, char *out, size_t len);
+/* @j pretty-printed on stdout, one object, "/" not escaped. */
+void pmctl_print_json(json_object *j);
 
 /*
  * Table and message lines the tool builds (tables.c; pure, unit-tested).
@@ -145,9 +107,6 @@ struct create_opts;
 int pmctl_create_run(const struct create_opts *o);
 bool pmctl_target_registered(void);
 bool pmctl_valid_dm_name(const char *name);
-/* The DM UUID of device @name into @out ("" if none): 1, 0 no such
- * device, <0 error. */
-int pmctl_dm_uuid_of(const char *name, char *out, size_t len);
 
 /* Command entry points: argv[0] is the command name. */
 int cmd_create(int argc, char **argv);

@@ -2,7 +2,7 @@
 /*
  * Checks that `create` runs before it loads a table: the devices, and the
  * metadata already on the cache device (through libpmc).  Plain C types
- * only, so that cmd_dm.c (libdevmapper.h, <linux/types.h>) never includes
+ * only, so that the libdevmapper users (<linux/types.h>) never include
  * the shim headers of the shared metadata code.
  */
 #ifndef PMCTL_PRECHECK_H

@@ -14,6 +14,7 @@
 #include <libdevmapper.h>
 
 #include "pmemcachectl.h"
+#include "dm.h"
 #include "report.h"
 
 #define OBJ	1	/* the one object type: a cache device */

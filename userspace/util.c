@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
-/* pmemcachectl: error lines and number parsing. */
+/* pmemcachectl: error lines, number parsing and formatting, time. */
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <getopt.h>
+#include <time.h>
 
 #include "pmemcachectl.h"
 
@@ -100,4 +101,38 @@ int bad_option(int c, char **argv, const char *cmd)
 		err("bad option '%s' (see pmemcachectl %s --help)",
 		    argv[optind - 1], cmd);
 	return EXIT_USAGE;
+}
+
+double pmctl_now_s(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+void pmctl_sleep_ms(unsigned int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+void pmctl_human_bytes(double b, char *out, size_t len)
+{
+	static const char *const u[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+	int i = 0;
+
+	while (b >= 1024 && i < 4) {
+		b /= 1024;
+		i++;
+	}
+	snprintf(out, len, "%.1f %s", b, u[i]);
+}
+
+/* The JSON output of every command: pretty, "/" not escaped. */
+void pmctl_print_json(json_object *j)
+{
+	printf("%s\n", json_object_to_json_string_ext(j, JSON_C_TO_STRING_PRETTY |
+						      JSON_C_TO_STRING_NOSLASHESCAPE));
 }
