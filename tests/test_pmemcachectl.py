@@ -948,6 +948,8 @@ def test_udev_probe_marks_the_origin_and_the_cache_and_nothing_else(tree):
     assert probe_keys(tree.run("udev-probe", str(tree.dev / "md0"))) == k
     k = probe_keys(tree.run("udev-probe", "pmem0"))
     assert k["PMEMCACHE_ROLE"] == "cache" and k["SYSTEMD_READY"] == "0"
+    # the origin is here: the rule sends it a change event by this name
+    assert k["PMEMCACHE_ORIGIN"] == "md0"
     for other in ("md1", "md2", "vda", "nosuchdev", "../etc"):
         assert probe_keys(tree.run("udev-probe", other)) == {}, other
 

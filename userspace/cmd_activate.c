@@ -344,7 +344,7 @@ int cmd_udev_probe(int argc, char **argv)
 	static struct pmctl_blk pm[MAX_PMEM];
 	char uuid[PMCTL_DM_UUID_LEN + 1], cu[37];
 	const char *arg, *root = pmctl_dev_root(), *role = NULL;
-	struct pmctl_blk b;
+	struct pmctl_blk b, org[2];
 	struct pmctl_sb sb;
 	int c, i, n;
 
@@ -380,5 +380,13 @@ int cmd_udev_probe(int argc, char **argv)
 	printf("PMEMCACHE_ROLE=%s\nPMEMCACHE_CACHE_UUID=%s\nPMEMCACHE_DM_UUID=%s\n"
 	       "PMEMCACHE_KEPT_DIRTY=%d\nSYSTEMD_READY=0\nUDISKS_IGNORE=1\n",
 	       role, cu, uuid, sb.kept_dirty ? 1 : 0);
+	/*
+	 * The origin's kernel name, if it is here (one device only): when
+	 * the origin came first, udev saw it before this cache and did not
+	 * mark it; the rule sends it a change event to mark it now.
+	 */
+	if (!strcmp(role, "cache") && sb.origin_kind == PMC_ORIGIN_ID_MD &&
+	    pmctl_find_origin(&sb, org, 2) == 1)
+		printf("PMEMCACHE_ORIGIN=%s\n", org[0].name);
 	return EXIT_OK;
 }

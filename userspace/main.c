@@ -140,7 +140,8 @@ static const struct command commands[] = {
 	  "For udev's IMPORT{program}: if DEVNAME (kernel name or /dev path) holds a\n"
 	  "cache or is the origin of one, print PMEMCACHE_ROLE=cache|origin,\n"
 	  "PMEMCACHE_CACHE_UUID, PMEMCACHE_DM_UUID, PMEMCACHE_KEPT_DIRTY,\n"
-	  "SYSTEMD_READY=0 and UDISKS_IGNORE=1; else nothing.  Always exit 0.\n" },
+	  "SYSTEMD_READY=0 and UDISKS_IGNORE=1, and for a cache whose origin is\n"
+	  "present PMEMCACHE_ORIGIN (its kernel name); else nothing.  Always exit 0.\n" },
 	{ "drain", cmd_drain, "write dirty blocks to the origin offline",
 	  "usage: pmemcachectl drain PMEMDEV ORIGINDEV [--dry-run] [--no-mark-clean] [--json]\n"
 	  "\n"
