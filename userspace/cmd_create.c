@@ -224,7 +224,7 @@ int pmctl_create_run(const struct create_opts *o)
 	dmt = pmctl_dm_task(DM_DEVICE_CREATE, o->name);
 	if (!dmt || (uuid[0] && !dm_task_set_uuid(dmt, uuid)) ||
 	    !dm_task_add_target(dmt, 0, dev.origin_sectors, PMCTL_TARGET, table) ||
-	    !dm_task_set_add_node(dmt, DM_ADD_NODE_ON_CREATE)) {
+	    !dm_task_set_add_node(dmt, DM_ADD_NODE_ON_CREATE) || !pmctl_dm_udev_flags(dmt)) {
 		err("cannot build the create request");
 		if (dmt)
 			dm_task_destroy(dmt);

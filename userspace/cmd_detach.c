@@ -83,7 +83,7 @@ static bool dm_simple(const char *name, int type, char *why, size_t len)
 	for (i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
 		if (ops[i].type == type)
 			what = ops[i].what;
-	ok = dmt && pmctl_dm_run(dmt);
+	ok = dmt && (type != DM_DEVICE_RESUME || pmctl_dm_udev_flags(dmt)) && pmctl_dm_run(dmt);
 	if (!ok)
 		snprintf(why, len, "cannot %s: %s", what, pmctl_dm_why());
 	if (dmt)

@@ -124,6 +124,23 @@ struct dm_task *pmctl_dm_task(int type, const char *name)
 	return dmt;
 }
 
+/*
+ * Mark a task that resumes a device (a create with a table, a resume) as
+ * the device's activation for udev's dm rules, as dmsetup does: the
+ * event's DM_COOKIE carries DM_UDEV_PRIMARY_SOURCE_FLAG.  Udev sync stays
+ * off (pmctl_dm_setup), so the cookie is the flags only: no semaphore,
+ * nothing waits for udev, and activate run by the udev rule cannot wait
+ * for its own event.  Without a cookie, 55-dm.rules (10-dm.rules) takes
+ * the flags of the device's add event from the udev database, and they
+ * disable the disk rules: no blkid, no /dev/disk/by-uuid link.
+ */
+bool pmctl_dm_udev_flags(struct dm_task *dmt)
+{
+	uint32_t cookie = 0;
+
+	return dm_task_set_cookie(dmt, &cookie, 0);
+}
+
 /* dm_task_run() with the last error reset, so that pmctl_dm_why() is its. */
 bool pmctl_dm_run(struct dm_task *dmt)
 {

@@ -28,6 +28,8 @@ void pmctl_dm_log_stdout(bool on);
 struct dm_task *pmctl_dm_task(int type, const char *name);
 /* dm_task_run() that keeps its error for pmctl_dm_why()/pmctl_dm_errno(). */
 bool pmctl_dm_run(struct dm_task *dmt);
+/* DM_UDEV_PRIMARY_SOURCE_FLAG in the event of a resuming task (no udev sync). */
+bool pmctl_dm_udev_flags(struct dm_task *dmt);
 int pmctl_dm_errno(void);
 const char *pmctl_dm_why(void);
 /* 1: exists (@info filled), 0: no such device, <0: error (no line). */
