@@ -22,9 +22,8 @@ from test_target import parse_status, pmemcache_module, run  # noqa: F401
 from vm import REPO, build
 
 
-def test_failing_origin_raises_events_and_health(vm):
-    res = run(vm, r"""
-events() { dmsetup info -c --noheadings -o events pc; }
+# shell helpers of the guest scripts below
+HELPERS = r"""
 health() { dmsetup status pc | awk '{print $NF}'; }
 # woken PID NAME: print NAME=<exit status> of the dmsetup wait PID, or
 # NAME=timeout if no event woke it within 60 s
@@ -46,6 +45,12 @@ wait_health() {
 		n=$((n + 1))
 	done
 }
+"""
+
+
+def test_failing_origin_raises_events_and_health(vm):
+    res = run(vm, HELPERS + r"""
+events() { dmsetup info -c --noheadings -o events pc; }
 pmc_init
 md_make md0 raid1 2 a
 sz=$(blockdev --getsz /dev/md0)
@@ -111,26 +116,7 @@ def tool():
     assert p.returncode == 0, p.stdout + p.stderr
 
 
-MONITOR = r"""
-health() { dmsetup status pc | awk '{print $NF}'; }
-# woken PID NAME: NAME=<exit status> of PID, or NAME=timeout after 60 s
-woken() {
-	n=0
-	while kill -0 $1 2>/dev/null; do
-		[ $n -lt 120 ] || { kill $1; echo "$2=timeout"; return 0; }
-		sleep 0.5
-		n=$((n + 1))
-	done
-	wait $1 && echo "$2=0" || echo "$2=$?"
-}
-wait_health() {
-	n=0
-	while [ "$(health)" != "$1" ]; do
-		[ $n -lt 120 ] || die "health stays $(health), not $1"
-		sleep 0.5
-		n=$((n + 1))
-	done
-}
+MONITOR = HELPERS + r"""
 # told WORDS: until the monitor of all devices has told WORDS (at most 60 s),
 # so that it sees each state before the next one comes
 told() {
