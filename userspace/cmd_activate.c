@@ -55,50 +55,47 @@ struct activate {
 	int ndm;
 };
 
+struct scan {
+	struct dmdev *out;
+	int max, count;
+};
+
+/* pmctl_dm_each_name(): note device @name, its DM UUID and target type. */
+static int scan_one(const char *name, void *ctx)
+{
+	struct scan *sc = ctx;
+	struct dmdev *d = &sc->out[sc->count];
+	struct dm_task *t;
+	uint64_t start, length;
+	char *ttype = NULL, *p = NULL;
+	struct pmc_table tb;
+
+	memset(d, 0, sizeof(*d));
+	snprintf(d->name, sizeof(d->name), "%s", name);
+	if (pmctl_dm_uuid_of(name, d->uuid, sizeof(d->uuid)) <= 0)
+		return 0;
+	t = pmctl_dm_task(DM_DEVICE_TABLE, name);
+	if (t && pmctl_dm_run(t)) {
+		dm_get_next_target(t, NULL, &start, &length, &ttype, &p);
+		snprintf(d->type, sizeof(d->type), "%s", ttype ? ttype : "");
+		if (ttype && !strcmp(ttype, PMCTL_TARGET) && p &&
+		    !pmc_table_parse(p, &tb))
+			snprintf(d->cache, sizeof(d->cache), "%s", tb.cache);
+	}
+	if (t)
+		dm_task_destroy(t);
+	/* Full: stop rather than write past @out. */
+	return ++sc->count == sc->max;
+}
+
 /* Every dm device with its DM UUID and the type of its one target. */
 static int dm_scan(struct dmdev *out, int max)
 {
-	struct dm_task *dmt = pmctl_dm_task(DM_DEVICE_LIST, NULL);
-	struct dm_names *n;
-	unsigned int next = 0;
-	int count = 0;
+	struct scan sc = { .out = out, .max = max };
 
-	if (!dmt || !pmctl_dm_run(dmt)) {
-		if (dmt)
-			dm_task_destroy(dmt);
+	if (pmctl_dm_each_name(scan_one, &sc) < 0)
 		return -1;
-	}
-	n = dm_task_get_names(dmt);
-	if (n && n->dev) {
-		do {
-			struct dmdev *d = &out[count];
-			struct dm_task *t;
-			uint64_t start, length;
-			char *ttype = NULL, *p = NULL;
-			struct pmc_table tb;
-
-			n = (struct dm_names *)((char *)n + next);
-			next = n->next;
-			memset(d, 0, sizeof(*d));
-			snprintf(d->name, sizeof(d->name), "%s", n->name);
-			if (pmctl_dm_uuid_of(n->name, d->uuid, sizeof(d->uuid)) <= 0)
-				continue;
-			t = pmctl_dm_task(DM_DEVICE_TABLE, n->name);
-			if (t && pmctl_dm_run(t)) {
-				dm_get_next_target(t, NULL, &start, &length, &ttype, &p);
-				snprintf(d->type, sizeof(d->type), "%s", ttype ? ttype : "");
-				if (ttype && !strcmp(ttype, PMCTL_TARGET) && p &&
-				    !pmc_table_parse(p, &tb))
-					snprintf(d->cache, sizeof(d->cache), "%s", tb.cache);
-			}
-			if (t)
-				dm_task_destroy(t);
-			if (count < max)
-				count++;
-		} while (next);
-	}
-	dm_task_destroy(dmt);
-	return count;
+	return sc.count;
 }
 
 /*

@@ -64,31 +64,31 @@ static int is_pmemcache(const char *name)
 	return r;
 }
 
+struct names {
+	char **names;
+	int max, count;
+};
+
+/* pmctl_dm_each_name(): keep @name if it is a pmemcache device. */
+static int add_if_ours(const char *name, void *ctx)
+{
+	struct names *nm = ctx;
+
+	if (nm->count < nm->max && is_pmemcache(name) == 1)
+		nm->names[nm->count++] = strdup(name);
+	return 0;
+}
+
 /* The names of every pmemcache device: how many, or -1 after one line. */
 static int all_names(char **names, int max)
 {
-	struct dm_task *dmt = pmctl_dm_task(DM_DEVICE_LIST, NULL);
-	struct dm_names *n;
-	unsigned int next = 0;
-	int count = 0;
+	struct names nm = { .names = names, .max = max };
 
-	if (!dmt || !pmctl_dm_run(dmt)) {
+	if (pmctl_dm_each_name(add_if_ours, &nm) < 0) {
 		err("cannot list device-mapper devices: %s", pmctl_dm_why());
-		if (dmt)
-			dm_task_destroy(dmt);
 		return -1;
 	}
-	n = dm_task_get_names(dmt);
-	if (n && n->dev) {
-		do {
-			n = (struct dm_names *)((char *)n + next);
-			next = n->next;
-			if (count < max && is_pmemcache(n->name) == 1)
-				names[count++] = strdup(n->name);
-		} while (next);
-	}
-	dm_task_destroy(dmt);
-	return count;
+	return nm.count;
 }
 
 /* The event number and health of @name: 1, 0 if it is gone, <0 error. */

@@ -353,69 +353,64 @@ out:
 
 #define LIST_MAX_FAKE	8
 
-/*
- * Every pmemcache device, in the order of DM_DEVICE_LIST.  Devices that
- * vanish or change meanwhile are skipped.  0, or an exit code.
- */
-static int list_devices(struct dev_item ***itemsp, int *np)
-{
-	struct dev_item **items = NULL, **bigger;
-	struct dm_task *dmt;
-	struct dm_names *n;
-	unsigned int next = 0;
-	int count = 0, r = 0;
+struct listing {
+	struct dev_item **items;
+	int count;
+};
 
-	dmt = pmctl_dm_task(DM_DEVICE_LIST, NULL);
-	if (!dmt || !dm_task_run(dmt)) {
-		err("cannot list device-mapper devices: %s", pmctl_dm_why());
-		if (dmt)
-			dm_task_destroy(dmt);
+/*
+ * pmctl_dm_each_name(): add device @name if it is a pmemcache one; one
+ * that vanishes or changes meanwhile is skipped.  0, or an exit code.
+ */
+static int list_one(const char *name, void *ctx)
+{
+	struct listing *l = ctx;
+	struct dev_item *it, **bigger;
+	struct dm_task *t;
+	uint64_t start, length;
+	char *ttype = NULL, *p = NULL;
+	bool ours;
+
+	it = item_new(name);
+	if (!it)
+		return EXIT_DM;
+	t = pmctl_dm_task(DM_DEVICE_TABLE, name);
+	ours = t && dm_task_run(t) &&
+	       !dm_get_next_target(t, NULL, &start, &length, &ttype, &p) &&
+	       ttype && !strcmp(ttype, PMCTL_TARGET) && p &&
+	       !pmc_table_parse(p, &it->t);
+	if (t)
+		dm_task_destroy(t);
+	if (!ours || pmctl_sample(name, &it->s)) {
+		free(it);
+		return 0;
+	}
+	it->have_table = true;
+	if (pmctl_dm_uuid_of(name, it->uuid, sizeof(it->uuid)) < 0)
+		it->uuid[0] = 0;
+	bigger = realloc(l->items, (l->count + 1) * sizeof(*l->items));
+	if (!bigger) {
+		err("out of memory");
+		free(it);
 		return EXIT_DM;
 	}
-	n = dm_task_get_names(dmt);
-	if (n && n->dev) {
-		do {
-			struct dev_item *it;
-			struct dm_task *t;
-			uint64_t start, length;
-			char *ttype = NULL, *p = NULL;
-			bool ours;
+	l->items = bigger;
+	l->items[l->count++] = it;
+	return 0;
+}
 
-			n = (struct dm_names *)((char *)n + next);
-			next = n->next;
-			it = item_new(n->name);
-			if (!it) {
-				r = EXIT_DM;
-				break;
-			}
-			t = pmctl_dm_task(DM_DEVICE_TABLE, n->name);
-			ours = t && dm_task_run(t) &&
-			       !dm_get_next_target(t, NULL, &start, &length, &ttype, &p) &&
-			       ttype && !strcmp(ttype, PMCTL_TARGET) && p &&
-			       !pmc_table_parse(p, &it->t);
-			if (t)
-				dm_task_destroy(t);
-			if (!ours || pmctl_sample(n->name, &it->s)) {
-				free(it);
-				continue;
-			}
-			it->have_table = true;
-			if (pmctl_dm_uuid_of(n->name, it->uuid, sizeof(it->uuid)) < 0)
-				it->uuid[0] = 0;
-			bigger = realloc(items, (count + 1) * sizeof(*items));
-			if (!bigger) {
-				err("out of memory");
-				free(it);
-				r = EXIT_DM;
-				break;
-			}
-			items = bigger;
-			items[count++] = it;
-		} while (next);
+/* Every pmemcache device, in the order of DM_DEVICE_LIST.  0, or an exit code. */
+static int list_devices(struct dev_item ***itemsp, int *np)
+{
+	struct listing l = { NULL, 0 };
+	int r = pmctl_dm_each_name(list_one, &l);
+
+	if (r < 0) {
+		err("cannot list device-mapper devices: %s", pmctl_dm_why());
+		return EXIT_DM;
 	}
-	dm_task_destroy(dmt);
-	*itemsp = items;
-	*np = count;
+	*itemsp = l.items;
+	*np = l.count;
 	return r;
 }
 

@@ -153,6 +153,30 @@ bool pmctl_dm_run(struct dm_task *dmt)
 	return false;
 }
 
+int pmctl_dm_each_name(int (*fn)(const char *name, void *ctx), void *ctx)
+{
+	struct dm_task *dmt = pmctl_dm_task(DM_DEVICE_LIST, NULL);
+	struct dm_names *n;
+	unsigned int next = 0;
+	int r = 0;
+
+	if (!dmt || !pmctl_dm_run(dmt)) {
+		if (dmt)
+			dm_task_destroy(dmt);
+		return -1;
+	}
+	n = dm_task_get_names(dmt);
+	if (n && n->dev) {
+		do {
+			n = (struct dm_names *)((char *)n + next);
+			next = n->next;
+			r = fn(n->name, ctx);
+		} while (next && !r);
+	}
+	dm_task_destroy(dmt);
+	return r;
+}
+
 int pmctl_dm_errno(void)
 {
 	return dm_lasterr;

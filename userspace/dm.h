@@ -32,6 +32,12 @@ bool pmctl_dm_run(struct dm_task *dmt);
 bool pmctl_dm_udev_flags(struct dm_task *dmt);
 int pmctl_dm_errno(void);
 const char *pmctl_dm_why(void);
+/*
+ * Call @fn with the name of every device-mapper device, in the order of
+ * DM_DEVICE_LIST, until it returns non-zero.  -1 if the list cannot be
+ * read (no line; pmctl_dm_why() says why), else 0 or what @fn returned.
+ */
+int pmctl_dm_each_name(int (*fn)(const char *name, void *ctx), void *ctx);
 /* 1: exists (@info filled), 0: no such device, <0: error (no line). */
 int pmctl_dm_info(const char *name, struct dm_info *info);
 /* The DM UUID of device @name into @out ("" if none): 1, 0 no such device, <0 error. */
