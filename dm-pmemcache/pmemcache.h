@@ -184,6 +184,19 @@ static inline struct pmc_stripe *pmc_stripe_of(struct pmemcache *pc,
 			    (PMC_NR_STRIPES - 1)];
 }
 
+/*
+ * max_age: a dirty block carries the epoch (one of four, max_age/2 long)
+ * it was written in.  It is old enough once two epochs began after its
+ * own: the current epoch and the one before are too young, so no block
+ * is written back less than max_age/2 after it was dirtied.
+ */
+static inline bool pmc_epoch_aged(struct pmemcache *pc, u32 e)
+{
+	u32 cur = atomic_read(&pc->epoch) & 3;
+
+	return e != cur && e != ((cur - 1) & 3);
+}
+
 /* pmem.c */
 int pmc_pmem_claim(struct pmemcache *pc, char **error);
 void pmc_pmem_release(struct pmemcache *pc);

@@ -84,8 +84,7 @@ static bool pmc_wb_claim(void *ctx, const struct pmc_wb_cand *c,
 	struct pmc_stripe *st = pmc_stripe_of(pc, pmc_slot_oblock(c->v));
 	bool ok;
 
-	if ((sel & PMC_SEL_AGED) &&
-	    pmc_slot_epoch(c->v) == (atomic_read(&pc->epoch) & 3))
+	if ((sel & PMC_SEL_AGED) && !pmc_epoch_aged(pc, pmc_slot_epoch(c->v)))
 		return false;
 	down_write(&st->lock);
 	ok = READ_ONCE(pc->idx.slot[c->slot]) == c->v &&

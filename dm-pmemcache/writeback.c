@@ -472,12 +472,10 @@ static void pmc_age_work(struct work_struct *work)
 		return;
 	}
 	/* Advance only into an epoch that has no dirty blocks left. */
-	if (!atomic64_read(&pc->epoch_dirty[(cur + 1) & 3])) {
+	if (!atomic64_read(&pc->epoch_dirty[(cur + 1) & 3]))
 		atomic_inc(&pc->epoch);
-		cur = (cur + 1) & 3;
-	}
 	for (e = 0; e < 4; e++) {
-		if (e != cur && atomic64_read(&pc->epoch_dirty[e])) {
+		if (pmc_epoch_aged(pc, e) && atomic64_read(&pc->epoch_dirty[e])) {
 			WRITE_ONCE(pc->age_pending, true);
 			pmc_writeback_kick(pc);
 			break;

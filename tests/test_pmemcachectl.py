@@ -1191,13 +1191,15 @@ NBLOCKS = 64
 WRITER = r"""
 pmc_init
 md_make md0 raid5 4 a
-# max_age: blocks are written back 4-16 s after they got dirty, so at the
-# cut the older blocks are clean (or in writeback) and the recent ones
-# dirty. The watermarks (1-2 %% of the cache) are never reached by the 64
-# blocks written: with low_watermark 0, any dirty block started writeback,
-# and on a loaded host the cut could find nothing dirty.
+# max_age: a block is written back once its epoch (max_age/2) ended, 0-4 s
+# after it got dirty, so at the cut the older blocks are clean (or in
+# writeback). The watermarks (1-2 %% of the cache) are never reached by the
+# 64 blocks written: with low_watermark 0, any dirty block started writeback.
 pmemcachectl create pc --origin /dev/md0 --cache /dev/pmem0 \
 	--high-watermark 2 --low-watermark 1 --max-age 8000 || die create
+# A cut could still find every block clean, so after a seeded time aging
+# stops: the writes begun after AGING_OFF stay dirty.
+( sleep %(aging_s).1f; dmsetup message pc 0 max_age 0 && echo AGING_OFF=1 ) &
 """ + tp.WRITE_LOOP
 
 DRAIN = r"""
@@ -1232,12 +1234,29 @@ echo DONE=1
 """
 
 
+def wait_for_dirty_write(boot, seconds=300):
+    """Until a write begun after AGING_OFF was acknowledged: the cut then
+    finds at least that block dirty."""
+    deadline = time.time() + seconds
+    text = ""
+    while time.time() < deadline:
+        _, text, _ = boot.read()
+        off = text.find("AGING_OFF=1\n")
+        started = re.findall(r"^W (\d+) ", text[off:], re.M) if off >= 0 else []
+        if started and re.search(r"^ACK %s$" % started[0], text, re.M):
+            return
+        time.sleep(0.2)
+    raise AssertionError("no write acknowledged after aging stopped:\n" + text[-3000:])
+
+
 def test_vm_drain_after_power_cut_without_module(vm, guest):
     rng = random.Random(int(os.environ.get("PMC_SEED", "77")))
     proc, log = vm.start(guest.PRELUDE + WRITER % dict(seed=rng.randrange(1, 30000),
-                                                      nblocks=NBLOCKS), timeout=600)
+                                                      nblocks=NBLOCKS,
+                                                      aging_s=3 + rng.random() * 8), timeout=600)
     try:
         tp.wait_for_acks(log, rng.randrange(40, 120))
+        wait_for_dirty_write(log)
         time.sleep(rng.random() * 0.5)
     finally:
         tp.power_cut(vm, proc)
@@ -1261,7 +1280,7 @@ def test_vm_drain_after_power_cut_without_module(vm, guest):
     assert "target is not loaded" in res.value("NOMOD_ERR")
     d = json.loads(res.value("DRAIN"))
     assert d["blocks"] == c1["records"]["dirty"] and d["error"] is None
-    assert d["blocks"] > 0          # the last writes are younger than max_age/2
+    assert d["blocks"] > 0          # the writes after AGING_OFF
     assert res.value("CHECK2_RC") == str(OK)
     got = tp.read_back(res)
     assert len(got) == NBLOCKS * 8

@@ -3,6 +3,8 @@ first, a rate controller between the watermarks, a cache that is full
 but never fails a write, and flushes that always finish.
 
 Every scenario checks the data on the origin afterwards (fio verify)."""
+import re
+
 from test_target import parse_status, pmemcache_module, run  # noqa: F401
 
 # md raid5 over 4 disks with 64 KiB chunks: a stripe is 3 x 64 KiB, i.e.
@@ -187,3 +189,61 @@ fio_check full /dev/md0 %(job)s
     assert written(s3) == written(s2)
     print("clean flush: %d cs" % int(res.value("CLEAN_FLUSH_CS")))
     assert res.values("VERIFY_OK") == ["full"]
+
+
+AGE_MS = 4000
+
+
+def test_max_age_writes_back_old_blocks_and_only_them(vm):
+    """max_age: no block goes back less than max_age/2 after it was
+    dirtied (found in the code: a block dirtied just before an epoch
+    ended went back at once), and every block goes back in the end.
+    One new block every 0.2 s; after each write the dirty count must
+    cover every block written less than max_age/2 before the status
+    was read (uptime before the write, and after the status)."""
+    res = run(vm, r"""
+pmc_init
+md_make md0 raid1 2 a
+dm_create pc "$(pmc_table md0 '6 high_watermark 100 low_watermark 100 max_age %(age)d')" ||
+	die create
+head -c 196608 /dev/urandom > /tmp/data
+i=0
+while [ $i -lt 48 ]; do
+	t0=$(cut -d' ' -f1 /proc/uptime)
+	dd if=/tmp/data of=/dev/mapper/pc bs=4k count=1 skip=$i seek=$i oflag=direct \
+		2>/dev/null || die "write $i"
+	st=$(dmsetup status pc)
+	echo "AGE $i $t0 $(cut -d' ' -f1 /proc/uptime) $st"
+	sleep 0.2
+	i=$((i + 1))
+done
+t0=$(cut -d' ' -f1 /proc/uptime)
+n=0
+while [ "$(dmsetup status pc | awk '{print $5}')" != 0 ] && [ $n -lt 400 ]; do
+	sleep 0.1
+	n=$((n + 1))
+done
+echo "DRAINED $t0 $(cut -d' ' -f1 /proc/uptime) $(dmsetup status pc)"
+dmsetup remove pc || die remove
+dd if=/dev/md0 bs=4k count=48 iflag=direct 2>/dev/null | cmp - /tmp/data && echo DATA_OK=1
+""" % dict(age=AGE_MS), timeout=600)
+    young = AGE_MS / 2000 - 0.06       # s; less: 10 ms uptime ticks and a jiffy
+    writes, worst = [], None
+    for line in res.output.splitlines():
+        if not line.startswith("AGE "):
+            continue
+        _, i, t0, t1, st = line.split(" ", 4)
+        writes.append(float(t0))
+        need = sum(1 for t in writes if t > float(t1) + 0.01 - young)
+        dirty = parse_status(st)["dirty"]
+        assert dirty >= need, ("write %s: %d dirty, but %d blocks were written in the last %.2f s"
+                               % (i, dirty, need, young))
+        worst = min(worst or dirty - need, dirty - need)
+    assert len(writes) == 48, res.tail()
+    t0, t1, st = re.search(r"^DRAINED (\S+) (\S+) (.*)$", res.output, re.M).groups()
+    s = parse_status(st)
+    assert s["dirty"] == 0, "blocks stay dirty with max_age %d ms: %s" % (AGE_MS, s)
+    assert res.value("DATA_OK") == "1", res.tail()
+    print("max_age %d ms: least margin of dirty blocks over young ones %d; written back "
+          "by %d; the last block %.1f s after the last write"
+          % (AGE_MS, worst, s["wb_pfn_blocks"] + s["wb_bounce_blocks"], float(t1) - float(t0)))
