@@ -31,7 +31,8 @@ The first boot fills the cache with zeros so that eviction runs from
 the first cut on; the last boot checks the whole working set.
 
 `make test` does 4 cuts (one per mode); PMC_LONG=1 does PMC_DURABLE_CUTS
-(default 200). PMC_MUTANT_KO=path runs the guest with another build of
+(default 200) in PMC_DURABLE_CHAINS independent chains (default 2, side
+by side under pytest -n 2). PMC_MUTANT_KO=path runs the guest with another build of
 dm-pmemcache.ko (tests/mutants.sh).
 
 Also here, host and VM tests of two defects of issue 14: recovery and a
@@ -49,10 +50,13 @@ import pytest
 
 from test_target import PRELUDE, parse_status, pmemcache_module  # noqa: F401
 from test_target_powercut import cut_console, power_cut, wait_for_acks
-from vm import KBUILD, KCACHE, REPO, GuestRun, build, check_reports
+from vm import KBUILD, KCACHE, REPO, GuestRun, add_figure, build, check_reports
 
 LONG = os.environ.get("PMC_LONG", os.environ.get("LONG", "0")) not in ("", "0")
 CUTS = int(os.environ.get("PMC_DURABLE_CUTS", "200" if LONG else "4"))
+# independent chains of cuts (own disks and pmem, own seed), run side by
+# side under pytest -n; the figures add up
+CHAINS = int(os.environ.get("PMC_DURABLE_CHAINS", "2" if LONG else "1"))
 # acknowledged writes a boot makes before it may be cut: the long form
 # aims at 1,000,000 in 200 cuts; "pressure" writes around and through a
 # full cache with FUA, a few a second under TCG, so it makes fewer
@@ -511,14 +515,16 @@ def write_args(mode, boot, rng):
                 seed=rng.randrange(1, 1 << 30), seq="seq" if mode == "seq_bypass" else "")
 
 
-def test_power_cuts_over_a_volatile_origin(vm, guest_tools, figures, tmp_path):
-    rng = random.Random(int(os.environ.get("PMC_SEED", "1414")))
+@pytest.mark.parametrize("chain", range(CHAINS))
+def test_power_cuts_over_a_volatile_origin(vm, guest_tools, figures, tmp_path, chain):
+    rng = random.Random(int(os.environ.get("PMC_SEED", "1414")) + chain)
+    cuts = CUTS // CHAINS + (chain < CUTS % CHAINS)
     ko = "/test/mutant.ko" if MUTANT_KO else "/lib/modules/extra/dm-pmemcache.ko"
     model = Model()
     expect = tmp_path / "expect"
     checked = held = 0
     evicted = []                # cuts whose boot evicted before the cut
-    for cut in range(CUTS):
+    for cut in range(cuts):
         mode = MODES[cut % len(MODES)]
         boot = cut + 1
         files = list(guest_tools)
@@ -551,7 +557,7 @@ def test_power_cuts_over_a_volatile_origin(vm, guest_tools, figures, tmp_path):
             evicted.append(cut)
         # progress, for a run of hours
         print("cut %d/%d %s: %d acknowledged (%d in all), %d evictions before the cut"
-              % (cut + 1, CUTS, mode, n_acked, model.acked,
+              % (cut + 1, cuts, mode, n_acked, model.acked,
                  sts[-1][0] if sts else 0), flush=True)
 
     # the last cut's writes, then the whole working set, through the
@@ -571,13 +577,14 @@ def test_power_cuts_over_a_volatile_origin(vm, guest_tools, figures, tmp_path):
     assert res.rc == 0, res.tail()
     print("cuts over the volatile origin: %d, acknowledged writes: %d, sectors checked: %d "
           "(+%d at the end), 4 KiB chunks held in the volatile cache at the cuts: %d"
-          % (CUTS, model.acked, checked, whole, held))
+          % (cuts, model.acked, checked, whole, held))
     print("cuts with evictions before the cut: %d of %d (modes: %s)"
-          % (len(evicted), CUTS, ", ".join("%s %d" % (m, sum(MODES[c % len(MODES)] == m
+          % (len(evicted), cuts, ", ".join("%s %d" % (m, sum(MODES[c % len(MODES)] == m
                                                            for c in evicted)) for m in MODES)))
-    figures["cuts over the volatile origin (ack. writes)"] = "%d (%d)" % (CUTS, model.acked)
+    add_figure(figures, "cuts over the volatile origin (ack. writes)", "%d (%d)",
+               cuts, model.acked)
     figures["acknowledged writes lost"] = 0
-    figures["cuts with evictions before the cut"] = "%d of %d" % (len(evicted), CUTS)
+    add_figure(figures, "cuts with evictions before the cut", "%d of %d", len(evicted), cuts)
 
 
 PAST_CACHE = r"""

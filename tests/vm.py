@@ -218,6 +218,15 @@ def qemu_aborted_before_boot(files):
 REPORT_TALLY = {"boots": 0, "reports": 0}
 
 
+def add_figure(figures, key, fmt, *numbers):
+    """figures[key] += numbers, printed as fmt % numbers: a figure that
+    several tests (or pytest workers) add up."""
+    old = figures.get(key)
+    if isinstance(old, list) and old[0] == fmt:
+        numbers = [a + b for a, b in zip(old[1:], numbers)]
+    figures[key] = [fmt] + list(numbers)
+
+
 def check_reports(res):
     """Fail on any kernel report in a guest's console; count the boot."""
     reports = res.reports()
