@@ -127,7 +127,8 @@ demo: kernel image $(if $(wildcard dm-pmemcache/Kbuild),module)
 
 # fio benchmarks side by side (issue 8): one boot per member model and
 # origin layout; writes docs/benchmarks.md and docs/bench/. Before it: the
-# writeback boots, sustained overload against dm-writecache and bare md
+# writeback boots, page-less against bounce writeback to raid5
+# (docs/bench/route.md), sustained overload against dm-writecache and bare md
 # (docs/bench/overload.md) and the scale boots at 1, 16 and 64 GiB of pmem
 # (docs/bench/scale.md; sparse NVDIMM files, deleted after each boot).
 # BENCH_QUICK=1 for short runs. Uses the kernel that make test built
@@ -136,6 +137,7 @@ bench: image
 	@test -f $(BZIMAGE) || { echo "no kernel at $(BZIMAGE): run make kernel (or make test) first"; exit 1; }
 	@$(MAKE) -s -C $(KSRC) O=$(KBUILD) CC="ccache gcc" M=$(CURDIR)/dm-pmemcache modules
 	@KCACHE=$(KCACHE) KBUILD=$(KBUILD) $(PY) tests/bench/run_wb_bench.py
+	@KCACHE=$(KCACHE) KBUILD=$(KBUILD) $(PY) tests/bench/run_route_bench.py
 	@KCACHE=$(KCACHE) KBUILD=$(KBUILD) $(PY) tests/bench/run_overload_bench.py
 	@KCACHE=$(KCACHE) KBUILD=$(KBUILD) $(PY) tests/bench/run_scale_bench.py
 	@KCACHE=$(KCACHE) KBUILD=$(KBUILD) $(PY) tests/bench/run_bench.py

@@ -274,6 +274,13 @@ def main():
         add("\nStripe-aware writeback, the drain against raw md raid5 full-stripe bandwidth, and a "
             "full cache under twice the load the origin absorbs: [bench/writeback.md](bench/writeback.md) "
             "(tests/bench/run_wb_bench.py, also run by `make bench`).")
+    if (OUT / "route.md").exists():
+        add("\nThe two writeback routes to raid5 side by side: page-less bios against DRAM bounce "
+            "pages, alternating in five rounds of one boot, with the ratio of each round: "
+            "[bench/route.md](bench/route.md) (tests/bench/run_route_bench.py, also run by "
+            "`make bench`). The *pfn vs bounce* rows of the first table come from one drain per system, the "
+            "systems one after the other on their own arrays (pfn right after the md journal "
+            "system); where they disagree with route.md, route.md is the controlled comparison.")
     if (OUT / "check.md").exists():
         add("\n`pmemcachectl check` on a 64 GiB cache image, against the version that "
             "read one record per pread: [bench/check.md](bench/check.md) (tests/bench/check_speed.py, "
