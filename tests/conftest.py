@@ -59,8 +59,10 @@ def pytest_terminal_summary(terminalreporter):
     if not FIGURES:
         return
     kernel = "debug kernel: KASAN, lockdep, kmemleak, DMA-API" if KASAN_KERNEL else "product kernel"
-    FIGURES["kernel reports (%s)" % kernel] = "%d in %d guest boots" % (
-        REPORT_TALLY["reports"], REPORT_TALLY["boots"])
+    FIGURES["kernel reports (%s)" % kernel] = "%d in %d guest boots%s" % (
+        REPORT_TALLY["reports"], REPORT_TALLY["boots"],
+        " (and %d that the harness's own tests inject)" % REPORT_TALLY["injected"]
+        if REPORT_TALLY["injected"] else "")
     terminalreporter.section("figures of this run")
     for k, v in FIGURES.items():
         if isinstance(v, list):

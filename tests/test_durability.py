@@ -599,6 +599,9 @@ dd if=/dev/zero of=/dev/mapper/pc bs=1M seek=%(fill_at)d count=%(fill_mb)d \
 	oflag=direct 2>/dev/null || die fill
 dmsetup message pc 0 clear_stats
 echo "VOL0=$(dmsetup status vol)"
+# the file exists before the loop below reads it (the writer's shell may
+# not have opened it yet)
+: > /tmp/w.out
 durable_io write /dev/mapper/pc %(start)d %(sectors)d %(threads)d 1 %(seed)d > /tmp/w.out &
 w=$!
 i=0

@@ -7,7 +7,7 @@ import pytest
 
 import vm as vm_module
 
-from vm import KBUILD, KMOD, EXIT_TIMEOUT, VM, BootFiles, GuestRun, build_test_kmods, \
+from vm import KBUILD, KMOD, EXIT_TIMEOUT, VM, BootFiles, GuestRun, build_test_kmods, injected_reports, \
     qemu_aborted_before_boot
 
 
@@ -28,7 +28,7 @@ def test_guest_exit_status_reaches_the_host(vm):
 
 
 def test_kernel_warning_in_guest_fails_the_run(vm):
-    with pytest.raises(AssertionError, match="kernel reported problems"):
+    with injected_reports(), pytest.raises(AssertionError, match="kernel reported problems"):
         vm.run('echo "WARNING: CPU: 0 PID: 1 injected by the harness test" > /dev/kmsg')
 
 
@@ -39,7 +39,7 @@ def test_hung_guest_is_killed_by_the_timeout(vm):
 
 def test_hung_task_is_a_kernel_report(vm):
     # the product kernel has the hung-task detector; its line fails a run
-    with pytest.raises(AssertionError, match="blocked for more than"):
+    with injected_reports(), pytest.raises(AssertionError, match="blocked for more than"):
         vm.run('echo "<3>INFO: task x:1 blocked for more than 20 seconds." > /dev/kmsg')
 
 

@@ -1338,7 +1338,8 @@ def writer_tool(guest, tmp_path_factory):
 DETACH_LIB = r"""
 # dm status fields: dirty $5, wb_errors $20, mode $25, health $36
 st() { dmsetup status pc | awk -v f=$1 '{print $f}'; }
-acks() { grep -c '^ACK' $1 || true; }
+# 0 too before the writer's shell has created its file
+acks() { n=$(grep -c '^ACK' $1 2>/dev/null || true); echo ${n:-0}; }
 wait_acks() {
 	n=0
 	while [ "$(acks $1)" -lt $2 ]; do

@@ -8,6 +8,7 @@ inside a script line. Any kernel report (BUG, WARNING, KASAN, lockdep,
 kmemleak, DMA-API, hung tasks) fails the run, whether or not the script
 itself succeeded.
 """
+import contextlib
 import fcntl
 import hashlib
 import os
@@ -215,7 +216,19 @@ def qemu_aborted_before_boot(files):
 
 # Guest boots whose console was checked for kernel reports in this run,
 # and the reports found (make test-long prints them, with the kernel).
-REPORT_TALLY = {"boots": 0, "reports": 0}
+REPORT_TALLY = {"boots": 0, "reports": 0, "injected": 0}
+
+
+@contextlib.contextmanager
+def injected_reports():
+    """Reports that a harness test provokes on purpose are not the
+    product's: counted apart."""
+    before = REPORT_TALLY["reports"]
+    try:
+        yield
+    finally:
+        REPORT_TALLY["injected"] += REPORT_TALLY["reports"] - before
+        REPORT_TALLY["reports"] = before
 
 
 def add_figure(figures, key, fmt, *numbers):
