@@ -182,7 +182,15 @@ echo "NS=$ns"
 dd if=/dev/urandom of=/tmp/b bs=1M count=128 2>/dev/null
 dd if=/tmp/b of=/dev/mapper/pc bs=4k seek=4096 oflag=direct 2>/tmp/dd.err &
 wp=$!
-sleep 2
+# unbind once the writer is under way: 512 of its 32768 writes taken (a
+# fixed 2 s was once long enough for all of them)
+n=0
+while [ "$(dmsetup status pc | awk '{print $5}')" -lt 4608 ]; do
+	n=$((n + 1))
+	[ $n -lt 6000 ] || die "the writer does not start"
+	kill -0 $wp 2>/dev/null || die "the writer ended before the unbind"
+	sleep 0.01
+done
 echo "$ns" > /sys/bus/nd/drivers/nd_pmem/unbind || die unbind
 [ -b /dev/pmem0 ] && die "pmem0 still there"
 wait $wp && die "the writer never failed"
