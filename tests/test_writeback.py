@@ -238,7 +238,7 @@ dd if=/dev/md0 bs=4k count=48 iflag=direct 2>/dev/null | cmp - /tmp/data && echo
         dirty = parse_status(st)["dirty"]
         assert dirty >= need, ("write %s: %d dirty, but %d blocks were written in the last %.2f s"
                                % (i, dirty, need, young))
-        worst = min(worst or dirty - need, dirty - need)
+        worst = dirty - need if worst is None else min(worst, dirty - need)
     assert len(writes) == 48, res.tail()
     t0, t1, st = re.search(r"^DRAINED (\S+) (\S+) (.*)$", res.output, re.M).groups()
     s = parse_status(st)
@@ -246,4 +246,4 @@ dd if=/dev/md0 bs=4k count=48 iflag=direct 2>/dev/null | cmp - /tmp/data && echo
     assert res.value("DATA_OK") == "1", res.tail()
     print("max_age %d ms: least margin of dirty blocks over young ones %d; written back "
           "by %d; the last block %.1f s after the last write"
-          % (AGE_MS, worst, s["wb_pfn_blocks"] + s["wb_bounce_blocks"], float(t1) - float(t0)))
+          % (AGE_MS, worst, written(s), float(t1) - float(t0)))

@@ -31,6 +31,8 @@ r=1
 while [ $r -le $ROUNDS ]; do
 	if [ $((r % 2)) = 1 ]; then order="pfn bounce"; else order="bounce pfn"; fi
 	for route in $order; do
+		# in the kernel log too: run_bench.crash() names the route of a report
+		echo "<4>pmc-bench: measuring $route" > /dev/kmsg
 		dd if=/dev/zero of=/dev/pmem0 bs=1M count=1 conv=fsync 2>/dev/null
 		dm_create pc "0 $(blockdev --getsz /dev/md0) pmemcache /dev/md0 /dev/pmem0 4096 7 writeback $route high_watermark 100 low_watermark 100 format" ||
 			die "create $route"

@@ -2,8 +2,8 @@
 """make bench, writeback routes (issue 16): page-less bios against DRAM
 bounce pages, side by side in one boot.
 
-HDD-model members (run_bench.MODELS), md raid5 over 4 of them (BENCH_ROUTE_
-LAYOUT=raid1: over 2).  Each of BENCH_ROUTE_ROUNDS rounds (5) drains a fresh
+HDD-model members (run_bench.MODELS), md raid5 over 4 of them
+(BENCH_ROUTE_LAYOUT=raid1: over 2).  Each of BENCH_ROUTE_ROUNDS rounds (5) drains a fresh
 cache filled with BENCH_ROUTE_DRAIN_MB (256) of random 4 KiB writes twice:
 `writeback pfn`, then `writeback bounce`, or the other way round in every
 other round (tests/bench/guest_route.sh).  Per drain: wall time and busy
