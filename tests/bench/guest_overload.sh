@@ -2,7 +2,8 @@
 # sourced after /test/lib.sh.  Set by the host: RAW_S (s to measure bare
 # md's IOPS), OVER_S (s per overload run), WS_MB (working set), QD (fio
 # iodepth), REPEATS (rounds over SYSTEMS), SYSTEMS (md pmc wc), FILL_MB
-# (random writes into a cache before its timed run, so that it starts full).
+# (random writes into a cache before its timed run, so that it starts full),
+# RATE_X (the load offered, as a multiple of bare md's IOPS).
 # Prints PROGRESS lines, "OVL key=value" lines and one
 # "FIOJSON SYS REPEAT {json}" line per overload run.
 set +e
@@ -72,7 +73,7 @@ fio --name=raw --filename=/dev/md0 --direct=1 --ioengine=libaio \
 	--output=/tmp/fio.terse > /dev/null 2>&1 || die "raw fio"
 # terse v3: field 49 is the write IOPS
 IOPS=$(cut -d';' -f49 /tmp/fio.terse | head -1)
-RATE=$((IOPS * 2))
+RATE=$((IOPS * RATE_X))
 [ $RATE -gt 0 ] || die "bare md took $IOPS IOPS"
 echo "OVL raw_iops=$IOPS rate=$RATE"
 md_down
@@ -95,7 +96,7 @@ while [ $r -le $REPEATS ]; do
 			echo "OVL sys=$sys r=$r fill_s=$(awk "BEGIN{print $(awk '{print $1}' /proc/uptime) - $t0}")"
 			after $sys $r fill_
 		fi
-		echo "PROGRESS round $r, $sys: $RATE IOPS offered (2x bare md) for ${OVER_S} s over ${WS_MB} MiB"
+		echo "PROGRESS round $r, $sys: $RATE IOPS offered (${RATE_X}x bare md) for ${OVER_S} s over ${WS_MB} MiB"
 		fio --name=over --filename=$DEV --direct=1 --ioengine=libaio \
 			--rw=randwrite --bs=4k --iodepth=$QD --size=${WS_MB}m --offset=0 \
 			--rate_iops=$RATE --time_based --runtime=$OVER_S \
