@@ -11,8 +11,9 @@ A cache over a dm origin that is switched to `error` and back:
 
 `pmemcachectl monitor` over the same sequence: each change of the health
 is one line (syslog, stderr with -f) and one run of --program, --oneshot
-returns at the first one, SIGTERM stops a monitor, and the removal of the
-last device ends one.
+returns at the first one, SIGTERM stops a monitor, the removal of the
+last named device ends one, and the monitor of every device watches one
+created after it started.
 """
 import re
 
@@ -171,17 +172,34 @@ told "recovered: health ok "
 kill -TERM $term
 woken $term TERM
 dmsetup remove pc
+told "pc: gone: "
+# the monitor of every device watches one created after it started
+dm_create pc2 "0 $sz pmemcache /dev/mapper/org /dev/pmem0 4096 6 high_watermark 0 low_watermark 0 full_wait 300" || die "create pc2"
+told "pc2: new pmemcache device, watched"
+pmemcachectl monitor pc2 -f 2>/tmp/named.err &
+named=$!
+dmsetup suspend org && dmsetup reload org --table "0 $sz error" && dmsetup resume org || die "org error 2"
+dd if=/dev/urandom of=/dev/mapper/pc2 bs=4096 seek=7 count=1 oflag=direct 2>/dev/null || die "write to pc2"
+told "pc2: degraded: health origin_failing "
+dmsetup suspend org && dmsetup reload org --table "0 $sz linear /dev/md0 0" && dmsetup resume org || die "org back 2"
+timeout 120 dmsetup message pc2 0 flush || die "flush pc2"
+dd if=/dev/zero of=/dev/mapper/pc2 bs=4096 seek=8 count=1 oflag=direct 2>/dev/null || die "write after 2"
+told "pc2: recovered: health ok "
+kill -TERM $mon
 woken $mon MONITOR
+dmsetup remove pc2
+woken $named NAMED
 dmsetup remove org
 sed 's/^/MON=/' /tmp/mon.err
 sed 's/^/ONE=/' /tmp/one.err
 sed 's/^/TERMERR=/' /tmp/term.err
+sed 's/^/NAMEDERR=/' /tmp/named.err
 sed 's/^/PROG=/' /tmp/prog.log
 grep pmemcachectl /tmp/messages | sed 's/^/SYSLOG=/' || true
 echo DONE=1
 """
 
-CHANGE = re.compile(r"^pmemcachectl\[\d+\]: pc: (degraded|changed|recovered): health (\S+) "
+CHANGE = re.compile(r"^pmemcachectl\[\d+\]: pc2?: (degraded|changed|recovered): health (\S+) "
                     r"\((?:was (\S+)|at start)(?:; began (\S+))?(?:; ended (\S+))?\)$")
 
 
@@ -200,13 +218,19 @@ def test_monitor_tells_each_health_change(vm, tool):
     # SIGTERM: a clean stop
     assert res.value("TERM") == "0"
     assert res.values("TERMERR")[-1].endswith(": monitor stopped"), res.values("TERMERR")
-    # the removal of its only device ends the monitor of all devices
+    # the removal of its only device ends the monitor of named devices
+    assert res.value("NAMED") == "0"
+    assert res.values("NAMEDERR")[-2].endswith(": pc2: gone: removed or detached (health was ok)")
+    assert res.values("NAMEDERR")[-1].endswith(": monitor stopped"), res.values("NAMEDERR")
+    # the monitor of every device: pc told until its removal, then pc2,
+    # created after it started, until SIGTERM stopped it
     assert res.value("MONITOR") == "0"
     mon = res.values("MON")
-    assert mon[0].endswith(": monitoring 1 pmemcache device"), mon
-    assert mon[-2].endswith(": pc: gone: removed or detached (health was ok)"), mon
+    assert mon[0].endswith(": monitoring 1 pmemcache device and those created later"), mon
     assert mon[-1].endswith(": monitor stopped"), mon
-    changes = [CHANGE.match(line) for line in mon[1:-2]]
+    pc = [line for line in mon if ": pc: " in line]
+    assert pc[-1].endswith(": pc: gone: removed or detached (health was ok)"), mon
+    changes = [CHANGE.match(line) for line in pc[:-1]]
     assert changes and all(changes), mon
     events = [(m.group(1), m.group(2)) for m in changes]
     # told in order, none lost: each line starts where the one before ended
@@ -216,9 +240,15 @@ def test_monitor_tells_each_health_change(vm, tool):
         assert b.group(3) == a.group(2), mon
     assert ("changed", "origin_failing,full") in events, events
     assert events[-1] == ("recovered", "ok"), events
+    pc2 = [line for line in mon if ": pc2: " in line]
+    assert pc2[0].endswith(": pc2: new pmemcache device, watched"), mon
+    changes2 = [CHANGE.match(line) for line in pc2[1:]]
+    assert all(changes2) and [(m.group(1), m.group(2)) for m in changes2] == [
+        ("degraded", "origin_failing"), ("recovered", "ok")], mon
     # --program: EVENT NAME HEALTH, once per line, in the same order
     prog = res.values("PROG")
-    assert prog == ["%s pc %s" % e for e in events] + ["gone pc -"], (prog, events)
+    assert prog == (["%s pc %s" % e for e in events] + ["gone pc -"] +
+                    ["degraded pc2 origin_failing", "recovered pc2 ok"]), (prog, events)
     if res.values("SYSLOGD") == ["1"]:      # busybox syslogd came up
         log = "\n".join(res.values("SYSLOG"))
         assert "pc: degraded: health origin_failing (was ok; began origin_failing)" in log, log

@@ -9,8 +9,10 @@
  * (monitor.c), wait for the next event.  The event number is read before
  * the status, so an event between the two ends the next wait at once.
  * A new table raises no event (detach swaps in a linear one), so a wait
- * also ends every RECHECK_S seconds (SIGALRM, EINTR).  The parent only
- * waits for the children and stops them on SIGINT or SIGTERM.
+ * also ends every RECHECK_S seconds (SIGALRM, EINTR).  The parent waits
+ * for the children and stops them on SIGINT or SIGTERM; watching every
+ * device (no NAME), it also looks for new ones every SCAN_S seconds and
+ * runs until stopped, as mdadm --monitor --scan does.
  */
 #define _DEFAULT_SOURCE
 #include <errno.h>
@@ -33,6 +35,7 @@
 #define CHILD_TOLD	10	/* a child's exit status: told a change (--oneshot) */
 #define MAX_DEVS	256
 #define RECHECK_S	10	/* a look without an event, at the latest */
+#define SCAN_S		5	/* every device: a look for new ones */
 
 static volatile sig_atomic_t stop;
 
@@ -195,13 +198,118 @@ static int watch(const char *name, const char *prog, bool oneshot)
 	}
 }
 
-static void stop_children(const pid_t *pids, int n)
+/* The watchers: names[i] is watched by child pids[i]; a free slot is NULL. */
+struct watchers {
+	char *names[MAX_DEVS];
+	pid_t pids[MAX_DEVS];
+	int live;		/* children not yet waited for */
+};
+
+static void start_watcher(struct watchers *w, int i, const char *prog, bool oneshot)
+{
+	struct sigaction sa;
+
+	w->pids[i] = fork();
+	if (!w->pids[i]) {
+		signal(SIGINT, SIG_DFL);
+		signal(SIGTERM, SIG_DFL);
+		memset(&sa, 0, sizeof(sa));
+		sa.sa_handler = on_alarm;
+		sigaction(SIGALRM, &sa, NULL);
+		_exit(watch(w->names[i], prog, oneshot));
+	}
+	if (w->pids[i] > 0) {
+		w->live++;
+		return;
+	}
+	syslog(LOG_ERR, "%s: cannot fork: %s", w->names[i], strerror(errno));
+	free(w->names[i]);	/* every device: tried again at the next look */
+	w->names[i] = NULL;
+}
+
+static bool watched(const struct watchers *w, const char *name)
 {
 	int i;
 
-	for (i = 0; i < n; i++)
-		if (pids[i] > 0)
-			kill(pids[i], SIGTERM);
+	for (i = 0; i < MAX_DEVS; i++)
+		if (w->names[i] && !strcmp(w->names[i], name))
+			return true;
+	return false;
+}
+
+/* Every device: a watcher for each pmemcache device not yet watched. */
+static void watch_new(struct watchers *w, const char *prog, bool oneshot)
+{
+	char *found[MAX_DEVS];
+	int i, j = 0, n = all_names(found, MAX_DEVS);
+
+	for (i = 0; i < n; i++) {
+		if (!watched(w, found[i])) {
+			while (j < MAX_DEVS && w->names[j])
+				j++;
+			if (j < MAX_DEVS) {
+				syslog(LOG_INFO, "%s: new pmemcache device, watched", found[i]);
+				w->names[j] = found[i];
+				start_watcher(w, j, prog, oneshot);
+				continue;
+			}
+		}
+		free(found[i]);
+	}
+}
+
+static void stop_children(const struct watchers *w)
+{
+	int i;
+
+	for (i = 0; i < MAX_DEVS; i++)
+		if (w->names[i] && w->pids[i] > 0)
+			kill(w->pids[i], SIGTERM);
+}
+
+/*
+ * Until every watcher has ended (each NAME gone, or told a change with
+ * --oneshot) or a signal stops the monitor; with @all, until stopped.
+ */
+static int wait_watchers(struct watchers *w, bool all, const char *prog, bool oneshot)
+{
+	int i, status, rc = EXIT_OK;
+	pid_t p;
+
+	while (!stop && (all || w->live > 0)) {
+		p = -1;
+		if (all)
+			alarm(SCAN_S);
+		if (w->live)
+			p = wait(&status);
+		else
+			sleep(SCAN_S);	/* every device, none yet */
+		alarm(0);
+		if (p < 0) {
+			if (w->live && errno == ECHILD)
+				w->live = 0;	/* cannot be; do not spin */
+			if (all && !stop)
+				watch_new(w, prog, oneshot);
+			continue;
+		}
+		w->live--;
+		for (i = 0; i < MAX_DEVS; i++) {
+			if (w->names[i] && w->pids[i] == p) {
+				free(w->names[i]);
+				w->names[i] = NULL;
+			}
+		}
+		if (WIFEXITED(status) && WEXITSTATUS(status) == CHILD_TOLD)
+			stop = 1;	/* --oneshot: the first change ends it */
+		else if (!WIFEXITED(status) || WEXITSTATUS(status))
+			rc = EXIT_DM;
+	}
+	if (w->live > 0) {
+		stop_children(w);
+		while (wait(NULL) > 0 || errno == EINTR)
+			;
+	}
+	return rc;
 }
 
 int cmd_monitor(int argc, char **argv)
@@ -212,12 +320,11 @@ int cmd_monitor(int argc, char **argv)
 		{ "foreground", no_argument, NULL, 'f' },
 		{ NULL, 0, NULL, 0 },
 	};
+	static struct watchers w;
 	const char *prog = NULL;
-	bool oneshot = false, fg = false;
-	char *names[MAX_DEVS];
-	pid_t pids[MAX_DEVS];
+	bool oneshot = false, fg = false, all;
 	struct sigaction sa;
-	int c, i, n, left, rc = EXIT_OK;
+	int c, i, n, rc = EXIT_OK;
 
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":p:1f", opts, NULL)) != -1) {
@@ -236,6 +343,7 @@ int cmd_monitor(int argc, char **argv)
 		}
 	}
 	fg = fg || oneshot;	/* a script waits for it and reads its line */
+	all = optind == argc;
 	if (argc - optind > MAX_DEVS) {
 		err("at most %d NAMEs", MAX_DEVS);
 		return EXIT_USAGE;
@@ -257,13 +365,14 @@ int cmd_monitor(int argc, char **argv)
 			err("%s: not a pmemcache device", argv[i]);
 			rc = EXIT_DEVICE;
 		}
-		names[n++] = strdup(argv[i]);
+		w.names[n++] = strdup(argv[i]);
 	}
-	if (optind == argc) {
-		n = all_names(names, MAX_DEVS);
+	if (all) {
+		n = all_names(w.names, MAX_DEVS);
 		if (n < 0)
 			return EXIT_DM;
-		if (!n) {
+		/* --oneshot would wait for a device that may never come */
+		if (!n && oneshot) {
 			err("no pmemcache device to monitor");
 			return EXIT_DEVICE;
 		}
@@ -279,51 +388,22 @@ int cmd_monitor(int argc, char **argv)
 	}
 	openlog("pmemcachectl", LOG_PID | (fg ? LOG_PERROR : 0), LOG_DAEMON);
 	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_stop;	/* no SA_RESTART: waitpid() returns */
+	sa.sa_handler = on_stop;	/* no SA_RESTART: wait() returns */
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
-	syslog(LOG_INFO, "monitoring %d pmemcache device%s", n, n == 1 ? "" : "s");
+	sa.sa_handler = on_alarm;	/* every device: ends the wait to look */
+	sigaction(SIGALRM, &sa, NULL);
+	syslog(LOG_INFO, "monitoring %d pmemcache device%s%s", n, n == 1 ? "" : "s",
+	       all ? " and those created later" : "");
 	fflush(NULL);
-	for (i = 0; i < n; i++) {
-		pids[i] = fork();
-		if (!pids[i]) {
-			signal(SIGINT, SIG_DFL);
-			signal(SIGTERM, SIG_DFL);
-			sa.sa_handler = on_alarm;
-			sigaction(SIGALRM, &sa, NULL);
-			_exit(watch(names[i], prog, oneshot));
-		}
-		if (pids[i] < 0)
-			syslog(LOG_ERR, "%s: cannot fork: %s", names[i], strerror(errno));
-	}
-	for (left = n; left > 0 && !stop;) {
-		int status;
-		pid_t p = wait(&status);
-
-		if (p < 0) {
-			if (errno == EINTR)
-				continue;
-			break;		/* no child left */
-		}
-		left--;
-		for (i = 0; i < n; i++)
-			if (pids[i] == p)
-				pids[i] = 0;
-		if (WIFEXITED(status) && WEXITSTATUS(status) == CHILD_TOLD)
-			stop = 1;	/* --oneshot: the first change ends it */
-		else if (!WIFEXITED(status) || WEXITSTATUS(status))
-			rc = EXIT_DM;
-	}
-	if (left > 0) {
-		stop_children(pids, n);
-		while (wait(NULL) > 0 || errno == EINTR)
-			;
-	}
+	for (i = 0; i < n; i++)
+		start_watcher(&w, i, prog, oneshot);
+	rc = wait_watchers(&w, all, prog, oneshot);
 	if (!oneshot)
 		syslog(LOG_INFO, "monitor stopped");
 	closelog();
 out:
-	for (i = 0; i < n; i++)
-		free(names[i]);
+	for (i = 0; i < MAX_DEVS; i++)
+		free(w.names[i]);
 	return rc;
 }

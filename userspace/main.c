@@ -83,8 +83,8 @@ static const struct command commands[] = {
 	{ "monitor", cmd_monitor, "log the health changes of cache devices",
 	  "usage: pmemcachectl monitor [NAME...] [--program PROG] [--oneshot] [--foreground]\n"
 	  "\n"
-	  "Wait for the dm events of the pmemcache devices NAME (default: all there\n"
-	  "are at the start) and log each change of their health (ok, origin_failing,\n"
+	  "Wait for the dm events of the pmemcache devices NAME (default: all, and\n"
+	  "those created later) and log each change of their health (ok, origin_failing,\n"
 	  "media_errors, full, pmem_gone) to syslog.  Runs as a daemon unless -f or -1.\n"
 	  "SIGINT or SIGTERM stop it (exit 0).\n"
 	  "  -p, --program PROG   run PROG EVENT NAME HEALTH on each change; EVENT is\n"
