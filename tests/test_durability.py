@@ -691,7 +691,14 @@ status 0
 dmsetup suspend lin || die suspend
 dmsetup message pc 0 flush & a=$!
 dmsetup message pc 0 flush & b=$!
-sleep 2
+# both wait inside the target (interruptible sleep) before one is killed
+state() { awk '/^State/{print $2}' /proc/$1/status 2>/dev/null; }
+i=0
+until [ "$(state $a)$(state $b)" = SS ]; do
+	[ $i -lt 300 ] || die "the flushes did not wait: $(state $a) $(state $b)"
+	sleep 0.1
+	i=$((i + 1))
+done
 kill -9 $a
 wait $a || true
 dmsetup resume lin || die resume

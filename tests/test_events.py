@@ -150,7 +150,16 @@ pmemcachectl monitor pc --oneshot 2>/tmp/one.err &
 one=$!
 pmemcachectl monitor pc -f 2>/tmp/term.err &
 term=$!
-sleep 2
+# each has started its watcher (which then looks at once)
+for f in /tmp/mon.err /tmp/one.err /tmp/term.err; do
+	n=0
+	until grep -q "monitoring 1 pmemcache device" $f 2>/dev/null; do
+		[ $n -lt 120 ] || die "no monitor started ($f)"
+		sleep 0.5
+		n=$((n + 1))
+	done
+done
+sleep 1
 kill -0 $one 2>/dev/null && echo ONESHOT_WAITS=1
 
 dmsetup suspend org && dmsetup reload org --table "0 $sz error" && dmsetup resume org || die "org error"
