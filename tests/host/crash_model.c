@@ -151,6 +151,12 @@ static int cur_cpu = CPU_LOADER;
 static enum yield_why yield_why;
 static int stop_all;
 
+/* --break and --stop-at-first: nothing more to learn after a violation. */
+static int done_after_violation(void)
+{
+	return n_violations && (brk != BRK_NONE || stop_at_first);
+}
+
 /* Give the scheduler (main context) a chance to switch CPUs or crash. */
 static int scripted;		/* a directed scenario: no scheduler, no errors */
 
@@ -164,6 +170,12 @@ static void yield(enum yield_why why)
 
 static void wait_until(pred_fn fn, void *arg)
 {
+	/* A scenario runs one CPU at a time: nothing else can make @fn true. */
+	if (scripted && !fn(arg)) {
+		fprintf(stderr, "scenario blocked for ever (after %llu violations)\n",
+			(unsigned long long)n_violations);
+		exit(n_violations ? 1 : 2);
+	}
 	while (!fn(arg)) {
 		cpus[cur_cpu].wait = fn;
 		cpus[cur_cpu].wait_arg = arg;
@@ -1968,9 +1980,7 @@ static void run_workload(void)
 	for (;;) {
 		u32 i, best = MAX_CPUS, writers_left = 0;
 
-		if (brk != BRK_NONE && n_violations)
-			break;
-		if ((stop_at_first && n_violations) || stop_all)
+		if (done_after_violation() || stop_all)
 			break;
 		for (i = 0; i < ncpu; i++) {
 			if (i < n_writers && !cpus[i].finished)
@@ -2171,7 +2181,7 @@ static void format_crashes(u32 rounds)
 		make_image(img, fm.dur, fm.pend, fm.npend, pmem_size,
 			   (int)rndn(IMG_NR));
 		format_check(img, "after format", 1);
-		if (brk != BRK_NONE && n_violations)
+		if (done_after_violation())
 			break;
 	}
 	work_pm = NULL;
@@ -2268,18 +2278,18 @@ int main(int argc, char **argv)
 
 	format_crashes(format_rounds ? format_rounds :
 		       ops / 2 + 50 < 5000 ? ops / 2 + 50 : 5000);
-	if (!(brk != BRK_NONE && n_violations))
+	if (!done_after_violation())
 		run_scenarios();
 
 	/* The cache is formatted and loaded on the loader CPU. */
 	world_reset();
 	E.ops_left = ops;
 	cpus_init();
-	if (!(brk != BRK_NONE && n_violations))
+	if (!done_after_violation())
 		run_workload();
 
 	/* Clean shutdown: everything durable; recover and check once more. */
-	if (!n_violations || brk == BRK_NONE) {
+	if (!done_after_violation()) {
 		u8 *img = img_pool[0];
 
 		make_image(img, E.pm.dur, E.pm.pend, E.pm.npend, pmem_size,
