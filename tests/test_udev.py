@@ -12,13 +12,13 @@ dpkg-deb. The file system is VFAT (busybox mkdosfs; the guest kernel has
 no ext4): udevd's builtin blkid gives it a by-uuid link.
 
 systemd-udevd listens for uevents on a netlink socket and for udevadm on
-a unix socket: a guest kernel without CONFIG_NET and CONFIG_UNIX (the
-product guest kernel, qemu/kernel.config) cannot run it ("Failed to
-create socket: Function not implemented"), and the udevd test skips with
-that reason; it has never run.  The emulated test runs the same scenario
-with the same rules and the kernel's uevents handed over by the script
-(see UDEV_LIB): it checks the rules and the tool, not udevd's event
-delivery, nor the DM_COOKIE flags of dm events.
+a unix socket: the guest kernel has CONFIG_NET and CONFIG_UNIX for them
+(qemu/kernel.config; a kernel without them cannot run udevd, "Failed to
+create socket: Function not implemented", and the udevd test skips with
+that reason).  The emulated test runs the same scenario with the same
+rules and the kernel's uevents handed over by the script (see UDEV_LIB):
+it checks the rules and the tool, not udevd's event delivery, nor the
+DM_COOKIE flags of dm events.
 
 Both boots of a scenario: the cache over a RAID1 md0, a VFAT file system
 on it, the pmem namespace and the array taken away and brought back in
