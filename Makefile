@@ -117,12 +117,13 @@ test-long: kernel image
 		tests/test_bad_input.py::test_fuzzed_tables_and_messages_are_refused
 
 # The demo runs on fresh images each time.
-demo: kernel image $(if $(wildcard dm-pmemcache/Kbuild),module)
+demo: kernel image userspace $(if $(wildcard dm-pmemcache/Kbuild),module)
 	@rm -rf $(KCACHE)/demo-state
 	@{ echo '. /test/lib.sh'; cat tests/guest/demo.sh; } > $(KCACHE)/demo.sh
 	@qemu/run-vm.sh --kernel $(BZIMAGE) --initrd $(IMAGE) \
 		--state $(KCACHE)/demo-state --script $(KCACHE)/demo.sh \
 		--files tests/guest/lib.sh:/test/lib.sh \
+		--files userspace/pmemcachectl:/usr/sbin/pmemcachectl \
 		$(foreach k,$(wildcard dm-pmemcache/*.ko),--files $(k):/lib/modules/extra/$(notdir $(k)))
 
 # fio benchmarks side by side (issue 8): one boot per member model and

@@ -9,16 +9,20 @@ echo "== md RAID5:"
 cat /proc/mdstat
 if [ -f /lib/modules/extra/dm-pmemcache.ko ]; then
 	insmod /lib/modules/extra/dm-pmemcache.ko
-	size=$(blockdev --getsz /dev/md0)
-	dm_create pc "0 $size pmemcache /dev/md0 /dev/pmem0 4096"
+	echo "== pmemcachectl create pc --origin /dev/md0 --cache /dev/pmem0"
+	pmemcachectl create pc --origin /dev/md0 --cache /dev/pmem0 || die "pmemcachectl create"
 	echo "== table: $(dmsetup table pc)"
 	fio --name=demo --filename=/dev/mapper/pc --direct=1 --ioengine=psync \
 		--rw=randwrite --bs=4k --size=128m --fsync=1 --runtime=20 --time_based=0 \
 		--verify=crc32c --verify_fatal=1
-	echo "== status: $(dmsetup status pc)"
-	dmsetup message pc 0 flush
-	echo "== status after flush: $(dmsetup status pc)"
-	dmsetup remove pc
+	echo "== pmemcachectl status pc"
+	pmemcachectl status pc
+	echo "== pmemcachectl flush pc"
+	pmemcachectl flush pc
+	echo "== pmemcachectl status pc (after flush)"
+	pmemcachectl status pc
+	echo "== pmemcachectl remove pc"
+	pmemcachectl remove pc
 else
 	echo "== dm-pmemcache.ko not built yet; fio on the bare RAID instead"
 	fio --name=demo --filename=/dev/md0 --direct=1 --ioengine=psync \
