@@ -57,6 +57,9 @@ install uninstall:
 # is built against $(KBUILD), which `make kernel` must have built (deb
 # never builds the kernel). deb-pmemcachectl and deb-modules build one.
 DEBOUT    ?= $(CURDIR)/out/deb
+# Maintainer of every package, ours and the kernel's (builddeb takes it
+# from DEBEMAIL).
+export DEB_MAINTAINER ?= dm-pmemcache maintainers <maintainers@users.noreply.a-seed-5f239b57.example>
 
 deb:
 	@packaging/mkdeb.sh $(DEBOUT) $(KSRC) $(KBUILD) $(KCACHE) pmemcachectl modules
@@ -79,12 +82,15 @@ deb-modules:
 # builddeb writes the .debs to the parent of the O= folder, $(KCACHE),
 # with dpkg-buildpackage's .buildinfo and .changes; they are moved to
 # $(DEBOUT). KDEB_PKGVERSION sets the package version (default
-# <release>-<build number>).
+# <release>-<build number>). lintian (2026-12-05): no error in
+# linux-image and linux-libc-dev; linux-headers has 9
+# unstripped-binary-or-object, the host tools (fixdep, modpost, objtool,
+# ...) that builddeb ships as the build made them.
 deb-kernel: kernel
 	@mkdir -p $(DEBOUT)
 	@rm -f $(dir $(KBUILD:/=))linux-*.deb $(dir $(KBUILD:/=))linux-upstream_*
 	@flock $(KCACHE)/kernel-build.lock \
-		$(MAKE) -C $(KSRC) O=$(KBUILD) CC="ccache gcc" -j$(JOBS) bindeb-pkg \
+		$(MAKE) -C $(KSRC) O=$(KBUILD) CC="ccache gcc" -j$(JOBS) DEBEMAIL="$(DEB_MAINTAINER)" bindeb-pkg \
 		> $(KBUILD)/bindeb-pkg.log 2>&1 || { tail -40 $(KBUILD)/bindeb-pkg.log; exit 1; }
 	@cd $(dir $(KBUILD:/=)) && mv -v linux-*.deb $(DEBOUT)/ && \
 		{ mv -v linux-upstream_*.buildinfo linux-upstream_*.changes $(DEBOUT)/ 2>/dev/null || true; }

@@ -17,7 +17,7 @@ umask 022
 export LC_ALL=C.UTF-8
 
 arch=$(dpkg --print-architecture)
-maintainer=${DEB_MAINTAINER:-dm-pmemcache maintainers <maintainers@users.noreply.a-seed-5f239b57.example>}
+maintainer=${DEB_MAINTAINER:?DEB_MAINTAINER is set by the Makefile}
 export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git -C "$repo" log -1 --format=%ct)}
 upstream=$(sed -n 's/^#define PMCTL_VERSION[[:space:]]*"\(.*\)"/\1/p' "$repo/userspace/pmemcachectl.h")
 commit=$(git -C "$repo" log -1 --format=%h)
