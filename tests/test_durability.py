@@ -528,7 +528,7 @@ def test_power_cuts_over_a_volatile_origin(vm, guest_tools, figures, tmp_path, c
     model = Model()
     expect = tmp_path / "expect"
     checked = 0
-    held = [0, 0, 0]            # status samples, those with data held, most chunks held
+    held = []                   # the volatile layer's held chunks, sampled once a second
     evicted = []                # cuts whose boot evicted before the cut
     for cut in range(cuts):
         mode = MODES[cut % len(MODES)]
@@ -556,9 +556,7 @@ def test_power_cuts_over_a_volatile_origin(vm, guest_tools, figures, tmp_path, c
         writer = Writer(args["start"], args["sectors"], THREADS, args["seed"], bool(args["seq"]))
         n_acked = model.apply(out, boot, writer,
                               (PRESSURE_AT, PRESSURE_SECTORS) if mode == "pressure" else None)
-        # the volatile layer's held chunks, sampled once a second
-        vols = [int(v) for v in re.findall(r"^VOL \d+ \d+ volatile (\d+) .*\n", out, re.M)]
-        held = [held[0] + len(vols), held[1] + sum(v > 0 for v in vols), max([held[2]] + vols)]
+        held += [int(v) for v in re.findall(r"^VOL \d+ \d+ volatile (\d+) .*\n", out, re.M)]
         sts = statuses(out)
         if sts and sts[-1][0] > 0:
             evicted.append(cut)
@@ -585,7 +583,8 @@ def test_power_cuts_over_a_volatile_origin(vm, guest_tools, figures, tmp_path, c
     print("cuts over the volatile origin: %d, acknowledged writes: %d, sectors checked: %d "
           "(+%d at the end); the volatile layer held data in %d of %d status samples "
           "(once a second), at most %d chunks of 4 KiB"
-          % (cuts, model.acked, checked, whole, held[1], held[0], held[2]))
+          % (cuts, model.acked, checked, whole, sum(v > 0 for v in held), len(held),
+             max(held, default=0)))
     print("cuts with evictions before the cut: %d of %d (modes: %s)"
           % (len(evicted), cuts, ", ".join("%s %d" % (m, sum(MODES[c % len(MODES)] == m
                                                            for c in evicted)) for m in MODES)))

@@ -118,12 +118,13 @@ def tool():
 
 
 MONITOR = HELPERS + r"""
-# told WORDS: until the monitor of all devices has told WORDS (at most 60 s),
-# so that it sees each state before the next one comes
+# told WORDS [FILE]: until the monitor of all devices (or the one writing
+# FILE) has told WORDS (at most 60 s), so that it sees each state before
+# the next one comes
 told() {
 	n=0
-	while ! grep -q "$1" /tmp/mon.err; do
-		[ $n -lt 120 ] || die "the monitor did not tell '$1'"
+	while ! grep -q "$1" ${2:-/tmp/mon.err} 2>/dev/null; do
+		[ $n -lt 120 ] || die "the monitor did not tell '$1' (${2:-/tmp/mon.err})"
 		sleep 0.5
 		n=$((n + 1))
 	done
@@ -152,12 +153,7 @@ pmemcachectl monitor pc -f 2>/tmp/term.err &
 term=$!
 # each has started its watcher (which then looks at once)
 for f in /tmp/mon.err /tmp/one.err /tmp/term.err; do
-	n=0
-	until grep -q "monitoring 1 pmemcache device" $f 2>/dev/null; do
-		[ $n -lt 120 ] || die "no monitor started ($f)"
-		sleep 0.5
-		n=$((n + 1))
-	done
+	told "monitoring 1 pmemcache device" $f
 done
 sleep 1
 kill -0 $one 2>/dev/null && echo ONESHOT_WAITS=1

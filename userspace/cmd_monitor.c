@@ -205,17 +205,13 @@ struct watchers {
 	int live;		/* children not yet waited for */
 };
 
+/* The child keeps the parent's SIGALRM handler, which ends its waits. */
 static void start_watcher(struct watchers *w, int i, const char *prog, bool oneshot)
 {
-	struct sigaction sa;
-
 	w->pids[i] = fork();
 	if (!w->pids[i]) {
 		signal(SIGINT, SIG_DFL);
 		signal(SIGTERM, SIG_DFL);
-		memset(&sa, 0, sizeof(sa));
-		sa.sa_handler = on_alarm;
-		sigaction(SIGALRM, &sa, NULL);
 		_exit(watch(w->names[i], prog, oneshot));
 	}
 	if (w->pids[i] > 0) {
@@ -278,13 +274,14 @@ static int wait_watchers(struct watchers *w, bool all, const char *prog, bool on
 
 	while (!stop && (all || w->live > 0)) {
 		p = -1;
-		if (all)
-			alarm(SCAN_S);
-		if (w->live)
+		if (w->live) {
+			if (all)
+				alarm(SCAN_S);
 			p = wait(&status);
-		else
+			alarm(0);
+		} else {
 			sleep(SCAN_S);	/* every device, none yet */
-		alarm(0);
+		}
 		if (p < 0) {
 			if (w->live && errno == ECHILD)
 				w->live = 0;	/* cannot be; do not spin */
@@ -391,7 +388,7 @@ int cmd_monitor(int argc, char **argv)
 	sa.sa_handler = on_stop;	/* no SA_RESTART: wait() returns */
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
-	sa.sa_handler = on_alarm;	/* every device: ends the wait to look */
+	sa.sa_handler = on_alarm;	/* ends a wait, here and in the children */
 	sigaction(SIGALRM, &sa, NULL);
 	syslog(LOG_INFO, "monitoring %d pmemcache device%s%s", n, n == 1 ? "" : "s",
 	       all ? " and those created later" : "");
