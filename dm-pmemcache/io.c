@@ -412,12 +412,13 @@ static bool pmc_write_around(struct pmemcache *pc, struct bio *bio,
 	return true;
 }
 
-/* ---- writes through a full cache ------------------------------------ */
+/* ---- writes through the cache to the origin ------------------------ */
 
 /*
- * A write to a cached block when no slot is free.  Waiting for writeback
- * could take for ever (the origin may be failing), so the write replaces
- * the cached copy through the origin (format.md, "Write through a full
+ * A write to a cached block when no slot is free, or in cleaner mode.
+ * Waiting for writeback could take for ever (the origin may be failing,
+ * or rewritten blocks keep coming), so the write replaces the cached
+ * copy through the origin (format.md, "Write through a full
  * cache"): T1 the new sectors, merged with those only the cached copy
  * holds, go to the origin with REQ_FUA; T2 the cached copy's record is
  * made FREE and fenced; T3 the bio completes.  If T1 fails, the bio fails
@@ -560,7 +561,7 @@ static void pmc_through_work(struct work_struct *work)
 }
 
 /*
- * Cache full: hand @bio to pmc_through_work(), unless a copy of its block
+ * Hand @bio to pmc_through_work(), unless a copy of its block
  * is being written back (that origin write could land after this one).
  * st->around keeps writeback from starting one until the work is done.
  */
@@ -582,7 +583,6 @@ static bool pmc_write_through(struct pmemcache *pc, struct bio *bio,
 	t->bio = bio;
 	t->st = st;
 	INIT_WORK(&t->work, pmc_through_work);
-	atomic64_inc(&pc->st.full_through);
 	queue_work(pc->wq, &t->work);
 	return true;
 }
@@ -629,13 +629,25 @@ static int pmc_map_write(struct pmemcache *pc, struct bio *bio)
 	u32 first, mask = pmc_bio_mask(pc, bio, &first);
 	struct pmc_fill fill = { .bio = bio, .first = first };
 	u32 slot, old, freed, epoch;
+	bool cleaner;
 	u64 ov;
 	int r;
 
 	/* cleaner: no new blocks; seq_bypass: not for long sequential runs. */
-	if ((READ_ONCE(pc->cleaner) || pmc_sequential(pc, bio)) &&
+	cleaner = READ_ONCE(pc->cleaner);
+	if ((cleaner || pmc_sequential(pc, bio)) &&
 	    pmc_write_around(pc, bio, oblock, st))
 		return DM_MAPIO_REMAPPED;
+	/*
+	 * cleaner: and no new dirty data, or a flush (detach) under a load
+	 * that rewrites cached blocks might never end.  A cached block is
+	 * replaced through the origin, as in a full cache; only a block
+	 * being written back right now is still cached (and dirty) again.
+	 */
+	if (cleaner && pmc_write_through(pc, bio, oblock, st)) {
+		atomic64_inc(&pc->st.write_around);
+		return DM_MAPIO_SUBMITTED;
+	}
 
 	/*
 	 * Cache full: wait for writeback at most full_wait.  Then a block
@@ -652,8 +664,10 @@ static int pmc_map_write(struct pmemcache *pc, struct bio *bio)
 			atomic64_inc(&pc->st.full_around);
 			return DM_MAPIO_REMAPPED;
 		}
-		if (pmc_write_through(pc, bio, oblock, st))
+		if (pmc_write_through(pc, bio, oblock, st)) {
+			atomic64_inc(&pc->st.full_through);
 			return DM_MAPIO_SUBMITTED;
+		}
 		/* Going down: no room and no way to the origin.  Not acked. */
 		if (READ_ONCE(pc->shutting_down)) {
 			bio_io_error(bio);
@@ -697,7 +711,7 @@ static int pmc_map_write(struct pmemcache *pc, struct bio *bio)
 	if (freed != PMC_NO_SLOT)
 		pmc_free_slots(pc, &freed, 1);
 	atomic64_inc(old != PMC_NO_SLOT ? &pc->st.write_hits : &pc->st.write_new);
-	pmc_writeback_check_watermark(pc);
+	pmc_writeback_note_dirty(pc);
 	bio_endio(bio);
 	return DM_MAPIO_SUBMITTED;
 }

@@ -26,6 +26,7 @@
 #define PMC_DEF_WB_JOBS		1024
 #define PMC_MAX_WB_BATCH	256
 #define PMC_WB_PASS		1024	/* blocks selected per pass, at most */
+#define PMC_WB_REFUSED_MS	20	/* all candidates refused: look again */
 #define PMC_DEF_FULL_WAIT_MS	100
 #define PMC_STRIPE_AUTO		(~0U)	/* stripe_blocks from the origin */
 #define PMC_SHUTDOWN_WAIT	(10 * HZ)	/* for writeback at reboot */
@@ -249,7 +250,7 @@ void pmc_writeback_stop(struct pmemcache *pc);
 void pmc_writeback_shutdown(struct pmemcache *pc);
 void pmc_writeback_start(struct pmemcache *pc);
 int pmc_writeback_all(struct pmemcache *pc);
-void pmc_writeback_check_watermark(struct pmemcache *pc);
+void pmc_writeback_note_dirty(struct pmemcache *pc);
 
 /* wb_select.c (PMC_SEL_PARTIAL, PMC_SEL_AGED: pmc_index.h) */
 int pmc_select_init(struct pmemcache *pc);

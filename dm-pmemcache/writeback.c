@@ -63,16 +63,6 @@ void pmc_writeback_kick(struct pmemcache *pc)
 		mod_delayed_work(pc->wq, &pc->wb_work, 0);
 }
 
-/* Called after each new dirty block: start writeback above low_wm. */
-void pmc_writeback_check_watermark(struct pmemcache *pc)
-{
-	u64 d = atomic64_read(&pc->n_dirty);
-
-	if (d * 100 > (u64)pc->low_wm * pc->meta.n_blocks &&
-	    !delayed_work_pending(&pc->wb_work))
-		pmc_writeback_kick(pc);
-}
-
 enum pmc_wb_mode { PMC_WB_IDLE, PMC_WB_AGE, PMC_WB_RATE, PMC_WB_FULL };
 
 /* What writeback should do now, and which blocks it may select. */
@@ -95,6 +85,20 @@ static enum pmc_wb_mode pmc_wb_mode(struct pmemcache *pc, unsigned int *sel)
 		return PMC_WB_RATE;
 	}
 	return PMC_WB_IDLE;
+}
+
+/*
+ * Called after each new dirty block: start writeback if it has work now.
+ * Not only above low_watermark: a worker that found nothing dirty has
+ * stopped, and a flush or cleaner mode waits for this block too.
+ */
+void pmc_writeback_note_dirty(struct pmemcache *pc)
+{
+	unsigned int sel;
+
+	if (!delayed_work_pending(&pc->wb_work) &&
+	    pmc_wb_mode(pc, &sel) != PMC_WB_IDLE)
+		pmc_writeback_kick(pc);
 }
 
 static void pmc_wb_io_put(struct pmc_wb_io *io)
@@ -328,6 +332,14 @@ static void pmc_wb_work(struct work_struct *work)
 			/* Only partial stripes left: look again later. */
 			if (mode == PMC_WB_RATE && !atomic_read(&pc->wb_inflight))
 				delay = HZ;
+			/*
+			 * Dirty blocks, none taken and none in flight: they
+			 * were refused while a write of ours to the origin ran
+			 * in their stripe (st->around).  Nothing kicks us when
+			 * that ends, and a flush or detach waits for them.
+			 */
+			if (mode == PMC_WB_FULL && !atomic_read(&pc->wb_inflight))
+				delay = msecs_to_jiffies(PMC_WB_REFUSED_MS);
 			break;
 		}
 		cond_resched();
@@ -596,7 +608,7 @@ void pmc_writeback_start(struct pmemcache *pc)
 	if (pc->max_age_ms)
 		queue_delayed_work(pc->wq, &pc->age_work,
 				   msecs_to_jiffies(max(pc->max_age_ms / 2, 1U)));
-	pmc_writeback_check_watermark(pc);
+	pmc_writeback_note_dirty(pc);
 	pmc_writeback_kick(pc);
 }
 

@@ -1813,3 +1813,83 @@ def test_vm_activate_after_power_off_by_identity(vm, guest):
     assert r2.value("UUID5") == r2.value("UUID4")
     assert r2.value("TABLE5").split()[2] == "linear"
     assert r2.value("ACT7_OUT") == "no cache on 1 pmem devices"
+
+
+# Detach under a mounted file system (VFAT: the guest kernel has no ext4)
+# while fio writes a file in it and a loop rewrites another one in place
+# (cached blocks, dirty again at once unless cleaner mode writes them
+# through): the detach must end, the table end linear, the file system
+# stay mounted, and every byte verify after a remount (page cache
+# dropped, so the reads come from the origin).
+DETACH_MOUNTED = DETACH_LIB + r"""
+pmc_init
+md_make md0 raid5 4 a
+pmemcachectl create pc --origin /dev/md0 --cache /dev/pmem0 \
+	--high-watermark 100 --low-watermark 100 || die create
+mkdosfs /dev/mapper/pc > /dev/null || die mkdosfs
+mkdir -p /mnt
+mount -t vfat /dev/mapper/pc /mnt || die mount
+# the status every second, shown if the detach fails
+(while :; do dmsetup status pc; sleep 1; done > /tmp/samples 2>&1) &
+sampler=$!
+dd if=/dev/urandom of=/tmp/h0 bs=64k count=64 status=none
+dd if=/dev/urandom of=/tmp/h1 bs=64k count=64 status=none
+cp /tmp/h0 /mnt/hot && sync || die "hot file"
+# round i writes /tmp/h$((i %% 2)) over the same clusters; /tmp/hot.done: the last whole round
+(i=0; while [ ! -e /tmp/stop ]; do
+	i=$((i + 1))
+	dd if=/tmp/h$((i %% 2)) of=/mnt/hot bs=64k conv=notrunc,fsync oflag=direct \
+		status=none || exit 1
+	echo $i > /tmp/hot.done
+done) &
+h=$!
+JOB="--name=fs --filename=/mnt/data --rw=randwrite --bs=4k --size=48m \
+	--verify=crc32c --randseed=%(seed)d"
+# 48 MiB at 4 MiB/s: 12 s, into the detach; fsync every 64 writes
+fio $JOB --rate=4m --fsync=64 --do_verify=0 > /tmp/fio.out 2>&1 &
+f=$!
+n=0
+while [ "$(st 5)" -lt 1024 ]; do
+	n=$((n + 1))
+	[ $n -lt 600 ] || die "fio wrote nothing dirty"
+	sleep 0.1
+done
+echo "DIRTY_BEFORE=$(st 5)"
+r0=$(cat /tmp/hot.done)
+if ! pmemcachectl detach pc --timeout 240 > /tmp/d.out 2> /tmp/d.err; then
+	tail -3 /tmp/d.err
+	tail -5 /tmp/samples
+	die "detach: $(tail -1 /tmp/d.err)"
+fi
+kill -0 $h && echo HOT_ALIVE=1
+echo "HOT_ROUNDS=$(($(cat /tmp/hot.done) - r0))"
+echo "TABLE1=$(dmsetup table pc)"
+grep -q '^/dev/mapper/pc /mnt vfat' /proc/mounts && echo MOUNTED=1
+wait $f && echo FIO_RC=0 || { cat /tmp/fio.out; die "fio failed"; }
+touch /tmp/stop
+wait $h && echo HOT_RC=0
+kill $sampler
+last=$(cat /tmp/hot.done)
+umount /mnt || die umount
+echo 3 > /proc/sys/vm/drop_caches
+mount -t vfat /dev/mapper/pc /mnt || die remount
+fio $JOB --verify_only > /tmp/v.out 2>&1 && echo VERIFY_OK=1 || cat /tmp/v.out
+cmp /mnt/hot /tmp/h$((last %% 2)) && echo HOT_OK=1
+umount /mnt
+echo DONE=1
+"""
+
+
+def test_vm_detach_under_a_mounted_file_system_and_fio(vm, guest):
+    res = vm.run(guest.PRELUDE + DETACH_MOUNTED % dict(seed=random.randrange(1, 1 << 30)),
+                 timeout=1200)
+    assert res.value("DONE") == "1", res.tail()
+    assert int(res.value("DIRTY_BEFORE")) >= 1024
+    # the rewriting loop still ran when the table changed, and the file system stayed
+    assert res.value("HOT_ALIVE") == "1"
+    assert res.value("MOUNTED") == "1"
+    assert res.value("TABLE1").split()[2] == "linear", res.value("TABLE1")
+    assert res.value("FIO_RC") == "0"
+    assert res.value("HOT_RC") == "0"
+    assert res.value("VERIFY_OK") == "1", res.tail()
+    assert res.value("HOT_OK") == "1", res.tail()
