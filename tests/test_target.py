@@ -384,15 +384,19 @@ while [ $n -lt 60 ]; do
 	n=$((n + 1))
 done
 status 2
+fio_check small /dev/md0 %(small)s
 # cleaner: new writes go around the cache (FUA), cached blocks drain
 dmsetup message pc 0 cleaner || die cleaner
 fio_job around /dev/mapper/pc --rw=write --bs=64k --size=8m --offset=200m
 status 3
+# and writes to cached blocks go through to the origin: nothing dirty
+fio_job again /dev/mapper/pc %(small)s --randseed=4711
+status 4
 dmsetup remove pc
-fio_check small /dev/md0 %(small)s
 fio_check around /dev/md0 --rw=write --bs=64k --size=8m --offset=200m
+fio_check again /dev/md0 %(small)s --randseed=4711
 """ % dict(small=JOB_SMALL))
-    s1, s2, s3 = (parse_status(res.value("STATUS%d" % i)) for i in (1, 2, 3))
+    s1, s2, s3, s4 = (parse_status(res.value("STATUS%d" % i)) for i in (1, 2, 3, 4))
     # 16 MiB of 4 KiB blocks written; no watermark, no flush: only
     # max_age can have written them back (maybe already during fio).
     assert s1["write_new"] == 4096
@@ -400,7 +404,12 @@ fio_check around /dev/md0 --rw=write --bs=64k --size=8m --offset=200m
     assert s2["wb_pfn_blocks"] + s2["wb_bounce_blocks"] >= 4096
     assert s3["write_around"] > 0 and s3["mode"] == "cleaner"
     assert s3["write_new"] == s2["write_new"]
-    assert res.values("VERIFY_OK") == ["small", "around"]
+    # the 4096 cached (clean) blocks rewritten: each written through, its
+    # cached copy dropped; none cached again, none dirty
+    assert s4["write_around"] - s3["write_around"] == 4096, s4
+    assert s4["write_hits"] == s3["write_hits"] and s4["write_new"] == s3["write_new"], s4
+    assert s4["dirty"] == 0 and s4["clean"] == s3["clean"] - 4096, s4
+    assert res.values("VERIFY_OK") == ["small", "around", "again"]
 
 
 def test_origin_errors_keep_blocks_dirty_and_are_retried(vm):
@@ -427,7 +436,7 @@ dmsetup remove pc
 dmsetup remove org
 fio_check small /dev/md0 %(small)s
 """ % dict(small=JOB_SMALL))
-    s1, s2, s3 = (parse_status(res.value("STATUS%d" % i)) for i in (1, 2, 3))
+    s1, s2, s3, s4 = (parse_status(res.value("STATUS%d" % i)) for i in (1, 2, 3, 4))
     assert s2["wb_errors"] > 0
     assert s2["dirty"] == s1["dirty"] > 0
     assert s3["dirty"] == 0
