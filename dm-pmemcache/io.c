@@ -418,13 +418,14 @@ static bool pmc_write_around(struct pmemcache *pc, struct bio *bio,
  * A write to a cached block when no slot is free, or in cleaner mode.
  * Waiting for writeback could take for ever (the origin may be failing,
  * or rewritten blocks keep coming), so the write replaces the cached
- * copy through the origin (format.md, "Write through a full
- * cache"): T1 the new sectors, merged with those only the cached copy
- * holds, go to the origin with REQ_FUA; T2 the cached copy's record is
- * made FREE and fenced; T3 the bio completes.  If T1 fails, the bio fails
- * with its error and the cached copy stays as it was.  The stripe lock is
- * held from before T1 to after T2, so no other write, read, eviction or
- * discard in the stripe sees the block in between.
+ * copy through the origin (format.md, "Write through the cache"): T1
+ * the new sectors, merged with those only the cached copy holds, go to
+ * the origin with REQ_FUA; T2 the cached copy's record is made FREE and
+ * fenced (before T1 if the copy is clean); T3 the bio completes.  If T1
+ * fails, the bio fails with its error and a dirty cached copy stays as
+ * it was.  The stripe lock is held from before T1 to after T2, so no
+ * other write, read, eviction or discard in the stripe sees the block in
+ * between.
  */
 struct pmc_through {
 	struct work_struct work;
@@ -489,6 +490,27 @@ static int pmc_through_write(struct pmemcache *pc, struct page *page,
 	return 0;
 }
 
+/*
+ * T2: the cached copy @v in @slot durably FREE.  Not once the namespace
+ * is gone: then the copy stays live in pmem.
+ */
+static int pmc_through_drop(struct pmemcache *pc, u64 oblock, u64 v,
+			    u32 *freed)
+{
+	int id = pmc_pmem_enter(pc);
+
+	if (id < 0)
+		return id;
+	if (pmc_slot_flags(v) & PMC_SF_DIRTY) {
+		atomic64_dec(&pc->epoch_dirty[pmc_slot_epoch(v)]);
+		atomic64_dec(&pc->n_dirty);
+	}
+	pmc_meta_drop_block(&pc->meta, &pc->idx, oblock, freed);
+	pmc_meta_fence(PMC_P_FREE);
+	pmc_pmem_exit(id);
+	return 0;
+}
+
 static void pmc_through_work(struct work_struct *work)
 {
 	struct pmc_through *t = container_of(work, struct pmc_through, work);
@@ -523,6 +545,16 @@ static void pmc_through_work(struct work_struct *work)
 		if (r)
 			pmc_count_media_error(pc);
 	}
+	/*
+	 * A clean copy goes first: the origin holds its data, and a crash
+	 * after T1 must not leave it CLEAN over the newer data (it would be
+	 * read until evicted, then the origin's).  A dirty one goes after
+	 * T1: a crash before T2 leaves it dirty, so writeback puts it back.
+	 */
+	if (!r && slot != PMC_NO_SLOT && !(pmc_slot_flags(v) & PMC_SF_DIRTY)) {
+		r = pmc_through_drop(pc, oblock, v, &freed);
+		slot = PMC_NO_SLOT;
+	}
 	if (!r) {
 		r = pmc_through_write(pc, t->page, oblock, mask | keep);
 		if (r)
@@ -531,24 +563,12 @@ static void pmc_through_work(struct work_struct *work)
 			pmc_health_clear(pc, PMC_H_ORIGIN);
 	}
 	/*
-	 * The namespace gone now: the old copy stays live in pmem and wins
-	 * over this write at the next load, so the write must not succeed.
+	 * T2, durably FREE before the lock lets anyone see it gone.  The
+	 * namespace gone now: the old copy stays live in pmem and wins over
+	 * this write at the next load, so the write must not succeed.
 	 */
-	if (!r && slot != PMC_NO_SLOT) {
-		id = pmc_pmem_enter(pc);
-		if (id < 0)
-			r = id;
-	}
-	if (!r && slot != PMC_NO_SLOT) {
-		if (pmc_slot_flags(v) & PMC_SF_DIRTY) {
-			atomic64_dec(&pc->epoch_dirty[pmc_slot_epoch(v)]);
-			atomic64_dec(&pc->n_dirty);
-		}
-		/* T2: durably FREE before the lock lets anyone see it gone. */
-		pmc_meta_drop_block(&pc->meta, &pc->idx, oblock, &freed);
-		pmc_meta_fence(PMC_P_FREE);
-		pmc_pmem_exit(id);
-	}
+	if (!r && slot != PMC_NO_SLOT)
+		r = pmc_through_drop(pc, oblock, v, &freed);
 	up_write(&st->lock);
 	atomic_dec(&st->around);
 	if (freed != PMC_NO_SLOT)

@@ -88,16 +88,18 @@ static enum pmc_wb_mode pmc_wb_mode(struct pmemcache *pc, unsigned int *sel)
 }
 
 /*
- * Called after each new dirty block: start writeback if it has work now.
- * Not only above low_watermark: a worker that found nothing dirty has
- * stopped, and a flush or cleaner mode waits for this block too.
+ * Called after each new dirty block: start writeback above low_watermark,
+ * and during a flush or in cleaner mode: a worker that found nothing
+ * dirty has stopped, and they wait for this block too.  (A full cache's
+ * writers kick it themselves when they wait for a free block.)
  */
 void pmc_writeback_note_dirty(struct pmemcache *pc)
 {
-	unsigned int sel;
+	u64 d = atomic64_read(&pc->n_dirty);
 
-	if (!delayed_work_pending(&pc->wb_work) &&
-	    pmc_wb_mode(pc, &sel) != PMC_WB_IDLE)
+	if ((d * 100 > (u64)pc->low_wm * pc->meta.n_blocks ||
+	     atomic_read(&pc->flushers) || READ_ONCE(pc->cleaner)) &&
+	    !delayed_work_pending(&pc->wb_work))
 		pmc_writeback_kick(pc);
 }
 
