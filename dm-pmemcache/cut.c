@@ -37,6 +37,7 @@ static const char * const pmc_cut_names[PMC_CUT_NR] = {
 	[PMC_CUT_OVER_W6] = "over_w6",
 	[PMC_CUT_EVICT_E1] = "evict_e1",
 	[PMC_CUT_DISCARD_D1] = "discard_d1",
+	[PMC_CUT_THROUGH_T1] = "through_t1",
 	[PMC_CUT_WB_START] = "wb_start",
 	[PMC_CUT_WB_WRITTEN] = "wb_written",
 	[PMC_CUT_WB_FLUSHED] = "wb_flushed",

@@ -562,6 +562,8 @@ static void pmc_through_work(struct work_struct *work)
 		else
 			pmc_health_clear(pc, PMC_H_ORIGIN);
 	}
+	if (!r)
+		pmc_cut_point(PMC_CUT_THROUGH_T1);
 	/*
 	 * T2, durably FREE before the lock lets anyone see it gone.  The
 	 * namespace gone now: the old copy stays live in pmem and wins over

@@ -23,6 +23,7 @@ enum pmc_cut {
 	PMC_CUT_OVER_W6,	/* older copy dead, bio not completed */
 	PMC_CUT_EVICT_E1,	/* eviction: FREE stored, not fenced (E2) */
 	PMC_CUT_DISCARD_D1,	/* discard: a block's FREE fenced, lock held */
+	PMC_CUT_THROUGH_T1,	/* write-through: origin written (FUA), no T2 */
 	PMC_CUT_WB_START,	/* writeback: origin writes submitted */
 	PMC_CUT_WB_WRITTEN,	/* origin writes completed, origin not flushed */
 	PMC_CUT_WB_FLUSHED,	/* origin flushed, no CLEAN stored yet */

@@ -61,6 +61,10 @@ MUTANTS=(
 	# and writeback went quiet (window-quiet): no earlier flush covered
 	# those blocks (random wb_c1 cuts mostly land on blocks that the
 	# previous batch's flush had made durable)
+	# a clean cached copy made FREE after the write-through's origin
+	# write (T2 after T1): a cut between them leaves it CLEAN over the
+	# newer origin data (through_t1 is armed once every block is clean)
+	"clean copy freed after the write-through (T2 after T1)|io.c|window:through_t1,through_t1|s.replace('\tif (!r && slot != PMC_NO_SLOT && !(pmc_slot_flags(v) & PMC_SF_DIRTY)) {', '\tif (0 && !r && slot != PMC_NO_SLOT && !(pmc_slot_flags(v) & PMC_SF_DIRTY)) {', 1)"
 	"CLEAN before the origin flush (C1 before C0)|writeback.c|window-quiet:wb_c1,wb_c1,wb_c1|s.replace('\tpmc_wb_flush_origin(pc, &list);\n', '\tif (0)\n\t\tpmc_wb_flush_origin(pc, &list);\n', 1).replace('\tpmc_free_slots(pc, freed, nf);\n\tWRITE_ONCE(pc->starved, false);', '\tblkdev_issue_flush(pc->origin->bdev);\n\tpmc_free_slots(pc, freed, nf);\n\tWRITE_ONCE(pc->starved, false);', 1)"
 )
 # every pmem fence of the shared metadata code, one at a time

@@ -38,7 +38,9 @@ Each cut must have happened at its point: QEMU's exit status, the
 debug-exit value (the point's number) and the kernel's line naming the
 point and the hit.
 
-`make test`: over_w4, recover_repair, wb_flushed, evict_e1, discard_d1.
+`make test`: over_w4, recover_repair, wb_flushed, evict_e1, discard_d1,
+through_t1 (armed in cleaner mode once no block is dirty: every cached
+copy a write replaces through the origin is clean).
 PMC_LONG=1: every point PMC_WINDOW_ROUNDS times (default 3), seeded order.
 PMC_CUT_POINTS=a,b,c: those points, in that order (tests/mutants.sh).
 PMC_CUT_KO=path: a hooked module built elsewhere (a mutant) instead.
@@ -69,7 +71,7 @@ ONLY = [p for p in os.environ.get("PMC_CUT_POINTS", "").split(",") if p]
 QUIET = os.environ.get("PMC_CUT_QUIET", "0") not in ("", "0")
 FIXED_AFTER = int(os.environ.get("PMC_CUT_AFTER", "0"))
 CUT_KO = os.environ.get("PMC_CUT_KO")
-SHORT = ["over_w4", "recover_repair", "wb_flushed", "evict_e1", "discard_d1"]
+SHORT = ["over_w4", "recover_repair", "wb_flushed", "evict_e1", "discard_d1", "through_t1"]
 KSRC = KCACHE / "linux"
 
 REGION = 96 << 11                       # the writers' working set, sectors
@@ -85,8 +87,8 @@ GUEST_KO = "/test/dm-pmemcache-cut.ko"
 CUT_AFTER = {"new_w2": (1, 300), "new_w3": (1, 300), "new_w4": (1, 300),
              "over_w2": (1, 100), "over_w3": (1, 100), "over_w4": (1, 100),
              "over_w5": (1, 100), "over_w6": (1, 100), "evict_e1": (1, 300),
-             "discard_d1": (1, 200), "wb_start": (1, 50), "wb_written": (1, 20),
-             "wb_flushed": (1, 20), "wb_c1": (1, 500),
+             "discard_d1": (1, 200), "through_t1": (1, 200), "wb_start": (1, 50),
+             "wb_written": (1, 20), "wb_flushed": (1, 20), "wb_c1": (1, 500),
              "recover_load": (1, 4000), "recover_repair": (1, 1)}
 RECOVERY = ("recover_load", "recover_repair")
 # cuts after which two live copies of a block are left for recovery
@@ -195,6 +197,20 @@ while true; do
 			sleep 3
 			echo "QUIET=$(dmsetup status pc)"
 		fi
+		# write-through: cleaner mode, and only once every cached block
+		# is clean (a cut after T1 must not leave a clean copy live)
+		case %(point)s in
+		through_*)
+			dmsetup message pc 0 cleaner || die cleaner
+			n=0
+			while [ "$(dmsetup status pc | awk '{print $5}')" != 0 ]; do
+				n=$((n + 1))
+				[ $n -lt 240 ] || die "cleaner: blocks stay dirty"
+				sleep 0.5
+			done
+			echo "CLEANER=$(dmsetup status pc)"
+			;;
+		esac
 		echo %(after)d > $P/cut_after
 		echo %(point)s > $P/cut_at || die "cut_at %(point)s"
 		echo "ARMED=$(cat $P/cut_at) $(cat $P/cut_after)"
