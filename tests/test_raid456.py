@@ -53,6 +53,9 @@ level() {
 	dm_create pc "$(pmc_table md0 '5 high_watermark 100 low_watermark 100 format')" ||
 		die create
 
+	# one stripe in flight at a time: the flush of 6,144 blocks takes
+	# some 128 passes, so that the member surely fails in the middle
+	dmsetup message pc 0 writeback_jobs 48 || die "writeback_jobs 48"
 	round $lvl failed
 	# fail the member as soon as writeback has cleaned a first block
 	while kill -0 $fp 2>/dev/null &&
@@ -60,6 +63,7 @@ level() {
 	kill -0 $fp 2>/dev/null && echo "FAILED_IN_WRITEBACK=$lvl"
 	mdadm /dev/md0 --fail $m > /dev/null 2>&1 || die "fail $m"
 	flushed "$lvl, member failed"
+	dmsetup message pc 0 writeback_jobs 1024 || die "writeback_jobs 1024"
 	echo "${lvl}_failed_degraded=$(cat /sys/block/md0/md/degraded)"
 	status ${lvl}_failed
 
