@@ -19,9 +19,10 @@
  *     re-drawn at random points (PCT style), so a CPU can stall for a long
  *     stretch in the middle of a protocol step while the others run.
  *     Writers (>= 2) write, overwrite, discard, flush, read and evict
- *     under cache pressure; a writeback CPU selects and claims dirty
- *     blocks; an I/O CPU completes origin writes in any order, flushes the
- *     origin and marks blocks CLEAN.  Locking and the order of the steps
+ *     under cache pressure, and write as in cleaner mode (around the
+ *     cache with FUA, or through it: io.c's write-through); a writeback
+ *     CPU selects and claims dirty blocks; an I/O CPU completes origin
+ *     writes in any order, flushes the origin and marks blocks CLEAN.  Locking and the order of the steps
  *     are those of io.c, wb_select.c and writeback.c.
  *
  * At every fence of any CPU and at sampled stores, crash images are built
@@ -36,6 +37,7 @@
  *     ordered after it (in flight at the crash), or after a discard some
  *     value once written to it; anything else is a lost write or garbage;
  *   - the recovered index is consistent (free + live == blocks);
+ *   - a CLEAN block's data is the origin's (invariant 5);
  *   - sometimes a crash during recovery, then recovery again.
  *
  * Now and then one crash image becomes the new state ("restart"): it is
@@ -819,6 +821,7 @@ struct engine {
 	struct mlock free_lock;	/* spinlock */
 	struct mlock evict_lock;	/* mutex */
 	u32 evict_hand, wb_hand;
+	u32 around[NSTRIPES];	/* st->around: origin writes of writers */
 	u64 free_gen;		/* bumped whenever slots may have come free */
 	u32 ops_left;
 };
@@ -1009,6 +1012,172 @@ static void write_block(u64 ob, u32 mask, u32 id)
 	n_acked_writes++;
 }
 
+/*
+ * A write of ours past the cache, with REQ_FUA: durable on completion.
+ * It supersedes the completed, unflushed writes of its sectors (a failed
+ * writeback's, say) in the disk's cache: they can no longer land.
+ */
+static void origin_write_fua(u64 ob, u32 mask, const u32 *ids)
+{
+	u32 k, i, j;
+
+	for (k = 0; k < SPB; k++) {
+		u32 s = (u32)ob * SPB + k;
+
+		if (!(mask & (1U << k)))
+			continue;
+		org_vis[s] = ids[k];
+		org_dur[s] = ids[k];
+		for (i = 0, j = 0; i < n_org_pend; i++)	/* keeps the order */
+			if (org_pend[i].s != s)
+				org_pend[j++] = org_pend[i];
+		n_org_pend = j;
+	}
+}
+
+static void ev_write_start(u64 ob, u32 mask, u32 id)
+{
+	u32 k;
+
+	for (k = 0; k < SPB; k++) {
+		if (!(mask & (1U << k)))
+			continue;
+		ev_add((u32)ob * SPB + k, id, EV_WRITE);
+		ever_add((u32)ob * SPB + k, id);
+	}
+}
+
+static void ev_write_acked(u64 ob, u32 mask, u32 id)
+{
+	u32 k;
+
+	for (k = 0; k < SPB; k++)
+		if (mask & (1U << k))
+			ev_set((u32)ob * SPB + k, id, EV_WRITE, ST_ACKED);
+	n_acked_writes++;
+}
+
+/*
+ * io.c pmc_write_around(): a block that is not cached, to the origin.
+ * The model holds the stripe lock until the origin write completed, so
+ * that the oracle's order (that of the stripe lock) is the origin's: two
+ * such writes to one block may land in any order in the kernel, which
+ * is allowed (neither was acknowledged when the other was issued), but
+ * not in the oracle.
+ */
+static int write_around(u64 ob, u32 mask, u32 id)
+{
+	struct mlock *st = stripe_of(ob);
+	u32 ids[SPB], k;
+	int ok;
+
+	lock_w(st);
+	ok = pmc_index_lookup(&E.idx, ob) == PMC_NO_SLOT &&
+	     !pmc_index_inflight(&E.idx, ob);
+	if (ok) {
+		trace("around %u block %llu mask %x", id,
+		      (unsigned long long)ob, mask);
+		ev_write_start(ob, mask, id);
+		for (k = 0; k < SPB; k++)
+			ids[k] = id;
+		origin_write_fua(ob, mask, ids);
+	}
+	unlock_w(st);
+	if (ok)
+		ev_write_acked(ob, mask, id);
+	return ok;
+}
+
+/* io.c pmc_through_drop(): T2 */
+static void through_drop(u64 ob, u32 *freed)
+{
+	pmc_meta_drop_block(&E.m, &E.idx, ob, freed);
+	/*
+	 * SITE: T2 fence of a write-through, io.c; redundant:
+	 * pmc_meta_drop_block() fences its FREE store itself (D1)
+	 */
+	pmc_meta_fence(PMC_P_FREE);
+}
+
+/*
+ * io.c pmc_write_through() and pmc_through_work(): a cached block
+ * replaced through the origin.  A clean copy is made FREE before T1, a
+ * dirty one after it.
+ */
+static int write_through(u64 ob, u32 mask, u32 id)
+{
+	struct mlock *st = stripe_of(ob);
+	u32 ids[SPB], keep = 0, slot, freed = PMC_NO_SLOT, k;
+	u64 v = 0;
+	int ok;
+
+	lock_r(st);
+	ok = !pmc_index_inflight(&E.idx, ob);
+	if (ok)
+		E.around[st - E.stripe]++;
+	unlock_r(st);
+	if (!ok)
+		return 0;
+	lock_w(st);
+	ev_write_start(ob, mask, id);
+	/* T0: the sectors only the cached copy holds, then the write's */
+	slot = pmc_index_lookup(&E.idx, ob);
+	if (slot != PMC_NO_SLOT) {
+		v = E.idx.slot[slot];
+		keep = pmc_slot_mask(v) & ~mask;
+	}
+	for (k = 0; k < SPB; k++) {
+		long got;
+
+		ids[k] = id;
+		if (!(keep & (1U << k)))
+			continue;
+		got = decode_sector(pmc_meta_data(&E.m, slot) + k * PMC_SECTOR_SIZE,
+				    (u32)ob * SPB + k);
+		if (got < 0)
+			violation("write-through of garbage", (u32)ob * SPB + k,
+				  got, "no crash");
+		ids[k] = got < 0 ? BAD_ID : (u32)got;
+	}
+	trace("through %u block %llu mask %x keep %x slot %d", id,
+	      (unsigned long long)ob, mask, keep, (int)slot);
+	if (slot != PMC_NO_SLOT && !(pmc_slot_flags(v) & PMC_SF_DIRTY)) {
+		through_drop(ob, &freed);
+		slot = PMC_NO_SLOT;
+	}
+	origin_write_fua(ob, mask | keep, ids);		/* T1 */
+	if (slot != PMC_NO_SLOT)
+		through_drop(ob, &freed);
+	unlock_w(st);
+	E.around[st - E.stripe]--;
+	if (freed != PMC_NO_SLOT)
+		free_slots(&freed, 1);
+	ev_write_acked(ob, mask, id);
+	return 1;
+}
+
+/*
+ * Cleaner mode (io.c pmc_map_write()): around the cache, else through it,
+ * else (a copy in writeback) into the cache.
+ */
+static void op_write_cleaner(u32 s0, u32 ns)
+{
+	u32 id = next_id++, s;
+
+	for (s = s0; s < s0 + ns;) {
+		u32 first = s % SPB, cnt = SPB - first;
+		u32 mask;
+
+		if (cnt > s0 + ns - s)
+			cnt = s0 + ns - s;
+		mask = ((1U << cnt) - 1) << first;
+		if (!write_around(s / SPB, mask, id) &&
+		    !write_through(s / SPB, mask, id))
+			write_block(s / SPB, mask, id);
+		s += cnt;
+	}
+}
+
 /* dm splits a write into one bio per block. */
 static void op_write(u32 s0, u32 ns)
 {
@@ -1175,7 +1344,7 @@ static int wb_pass(u32 want)
 
 		/* pmc_wb_claim() */
 		lock_w(st);
-		ok = E.idx.slot[c[i].slot] == c[i].v;
+		ok = E.idx.slot[c[i].slot] == c[i].v && !E.around[st - E.stripe];
 		if (ok) {
 			trace("writeback slot %u block %llu", c[i].slot,
 			      (unsigned long long)pmc_slot_oblock(c[i].v));
@@ -1332,6 +1501,13 @@ static void writer_op(void)
 		pmc_pmem_fence(PMC_P_RECORD);
 	} else if (op < 80) {
 		evict_clean(1 + rndn(4));
+	} else if (op < 88) {
+		/* cleaner mode, mostly on blocks aimed at (cached ones) */
+		u32 ob = rndn(4) ? target_block() : rndn(n_oblocks);
+		u32 first = rndn(2) ? 0 : rndn(SPB);
+		u32 ns = rndn(2) ? SPB - first : 1 + rndn(SPB - first);
+
+		op_write_cleaner(ob * SPB + first, ns);
 	} else {
 		u32 k, n = 1 + rndn(4), s = rndn(nsec);
 
@@ -1567,6 +1743,42 @@ static int check_state(struct pmc_meta *m, struct pmc_index *idx,
 	return bad;
 }
 
+/*
+ * Invariant 5 after recovery: a CLEAN block's data is the origin's.  Else
+ * the block changes without a write once it is evicted, and writeback
+ * never puts the cached data back (a write-through that wrote the origin
+ * while its clean copy was still live).
+ */
+static int check_clean(struct pmc_meta *m, struct pmc_index *idx,
+		       const u32 *org, const char *ctx)
+{
+	int bad = 0;
+	u64 i;
+	u32 k;
+
+	for (i = 0; i < m->n_blocks; i++) {
+		u64 v = idx->slot[i];
+
+		if (!pmc_slot_clean(v))
+			continue;
+		for (k = 0; k < SPB; k++) {
+			u32 s = (u32)pmc_slot_oblock(v) * SPB + k;
+			long got;
+
+			if (!(pmc_slot_mask(v) & (1U << k)))
+				continue;
+			got = decode_sector(pmc_meta_data(m, (u32)i) +
+					    k * PMC_SECTOR_SIZE, s);
+			if (got != (long)org[s]) {
+				violation("CLEAN block over other origin data",
+					  s, got, ctx);
+				bad = 1;
+			}
+		}
+	}
+	return bad;
+}
+
 #define MAX_DEPTH 2
 static struct pmodel rm_pool[MAX_DEPTH];
 static u8 *img_pool[MAX_DEPTH + 1];
@@ -1627,6 +1839,8 @@ static int recover_and_check(const u8 *img, const u32 *org, const char *ctx,
 		}
 		if (!bad)
 			bad = check_state(&m, &idx, org, ctx);
+		if (!bad)
+			bad = check_clean(&m, &idx, org, ctx);
 	}
 	if (!bad && rm->captured) {
 		/* A crash during recovery: recover that state again. */
@@ -1713,8 +1927,9 @@ static void load_engine(void)
 	r = pmc_meta_recover(&E.m, &E.idx, &st);
 	assert(!r);
 	index_check_after_load();
+	/* The CPUs start over: no lock held, no write past the cache. */
 	for (i = 0; i < NSTRIPES; i++)
-		E.stripe[i].owner = -1, E.stripe[i].readers = 0;
+		E.stripe[i].owner = -1, E.stripe[i].readers = 0, E.around[i] = 0;
 	E.free_lock.owner = -1;
 	E.free_lock.readers = 0;
 	E.evict_lock.owner = -1;
