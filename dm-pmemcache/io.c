@@ -661,10 +661,10 @@ static int pmc_map_write(struct pmemcache *pc, struct bio *bio)
 	    pmc_write_around(pc, bio, oblock, st))
 		return DM_MAPIO_REMAPPED;
 	/*
-	 * cleaner: and no new dirty data, or a flush (detach) under a load
-	 * that rewrites cached blocks might never end.  A cached block is
-	 * replaced through the origin, as in a full cache; only a block
-	 * being written back right now is still cached (and dirty) again.
+	 * cleaner: no new dirty data either, or a flush (detach) under a
+	 * load that rewrites cached blocks might never end.  A cached block
+	 * is replaced through the origin, as in a full cache; only a block
+	 * being written back right now is cached (and dirty) again.
 	 */
 	if (cleaner && pmc_write_through(pc, bio, oblock, st)) {
 		atomic64_inc(&pc->st.write_around);
