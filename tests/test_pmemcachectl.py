@@ -1835,6 +1835,7 @@ sampler=$!
 dd if=/dev/urandom of=/tmp/h0 bs=64k count=64 status=none
 dd if=/dev/urandom of=/tmp/h1 bs=64k count=64 status=none
 cp /tmp/h0 /mnt/hot && sync || die "hot file"
+echo 0 > /tmp/hot.done
 # round i writes /tmp/h$((i %% 2)) over the same clusters; /tmp/hot.done: the last whole round
 (i=0; while [ ! -e /tmp/stop ]; do
 	i=$((i + 1))
