@@ -22,8 +22,9 @@
  *     under cache pressure, and write as in cleaner mode (around the
  *     cache with FUA, or through it: io.c's write-through); a writeback
  *     CPU selects and claims dirty blocks; an I/O CPU completes origin
- *     writes in any order, flushes the origin and marks blocks CLEAN.  Locking and the order of the steps
- *     are those of io.c, wb_select.c and writeback.c.
+ *     writes in any order, flushes the origin and marks blocks CLEAN.
+ *     Locking and the order of the steps are those of io.c, wb_select.c
+ *     and writeback.c.
  *
  * At every fence of any CPU and at sampled stores, crash images are built
  * from the durable state plus a choice of the pending stores of all CPUs
@@ -963,6 +964,29 @@ static int fill_cb(void *ctx, u8 *kaddr)
 	return 0;
 }
 
+/* The oracle: write @id of sectors @mask of block @ob begins, then ends. */
+static void ev_write_start(u64 ob, u32 mask, u32 id)
+{
+	u32 k;
+
+	for (k = 0; k < SPB; k++) {
+		if (!(mask & (1U << k)))
+			continue;
+		ev_add((u32)ob * SPB + k, id, EV_WRITE);
+		ever_add((u32)ob * SPB + k, id);
+	}
+}
+
+static void ev_write_acked(u64 ob, u32 mask, u32 id)
+{
+	u32 k;
+
+	for (k = 0; k < SPB; k++)
+		if (mask & (1U << k))
+			ev_set((u32)ob * SPB + k, id, EV_WRITE, ST_ACKED);
+	n_acked_writes++;
+}
+
 /* io.c pmc_map_write() for one block */
 static void write_block(u64 ob, u32 mask, u32 id)
 {
@@ -973,12 +997,7 @@ static void write_block(u64 ob, u32 mask, u32 id)
 
 	slot = alloc_slot();
 	lock_w(st);
-	for (i = 0; i < SPB; i++) {
-		if (!(mask & (1U << i)))
-			continue;
-		ev_add((u32)ob * SPB + i, id, EV_WRITE);
-		ever_add((u32)ob * SPB + i, id);
-	}
+	ev_write_start(ob, mask, id);
 	r = pmc_meta_write_block(&E.m, &E.idx, ob, mask, slot, 0, fill_cb, &c,
 				 &freed);
 	trace("write %u block %llu mask %x slot %u: %d, freed %d", id,
@@ -1004,12 +1023,7 @@ static void write_block(u64 ob, u32 mask, u32 id)
 	if (freed != PMC_NO_SLOT)
 		free_slots(&freed, 1);
 	/* bio_endio: acknowledged */
-	for (i = 0; i < SPB; i++) {
-		if (!(mask & (1U << i)))
-			continue;
-		ev_set((u32)ob * SPB + i, id, EV_WRITE, ST_ACKED);
-	}
-	n_acked_writes++;
+	ev_write_acked(ob, mask, id);
 }
 
 /*
@@ -1033,28 +1047,6 @@ static void origin_write_fua(u64 ob, u32 mask, const u32 *ids)
 				org_pend[j++] = org_pend[i];
 		n_org_pend = j;
 	}
-}
-
-static void ev_write_start(u64 ob, u32 mask, u32 id)
-{
-	u32 k;
-
-	for (k = 0; k < SPB; k++) {
-		if (!(mask & (1U << k)))
-			continue;
-		ev_add((u32)ob * SPB + k, id, EV_WRITE);
-		ever_add((u32)ob * SPB + k, id);
-	}
-}
-
-static void ev_write_acked(u64 ob, u32 mask, u32 id)
-{
-	u32 k;
-
-	for (k = 0; k < SPB; k++)
-		if (mask & (1U << k))
-			ev_set((u32)ob * SPB + k, id, EV_WRITE, ST_ACKED);
-	n_acked_writes++;
 }
 
 /*
@@ -1160,37 +1152,35 @@ static int write_through(u64 ob, u32 mask, u32 id)
  * Cleaner mode (io.c pmc_map_write()): around the cache, else through it,
  * else (a copy in writeback) into the cache.
  */
-static void op_write_cleaner(u32 s0, u32 ns)
+static void write_block_cleaner(u64 ob, u32 mask, u32 id)
+{
+	if (!write_around(ob, mask, id) && !write_through(ob, mask, id))
+		write_block(ob, mask, id);
+}
+
+/* dm splits a write into one bio per block. */
+static void split_write(u32 s0, u32 ns, void (*write)(u64 ob, u32 mask, u32 id))
 {
 	u32 id = next_id++, s;
 
 	for (s = s0; s < s0 + ns;) {
 		u32 first = s % SPB, cnt = SPB - first;
-		u32 mask;
 
 		if (cnt > s0 + ns - s)
 			cnt = s0 + ns - s;
-		mask = ((1U << cnt) - 1) << first;
-		if (!write_around(s / SPB, mask, id) &&
-		    !write_through(s / SPB, mask, id))
-			write_block(s / SPB, mask, id);
+		write(s / SPB, ((1U << cnt) - 1) << first, id);
 		s += cnt;
 	}
 }
 
-/* dm splits a write into one bio per block. */
 static void op_write(u32 s0, u32 ns)
 {
-	u32 id = next_id++, s;
+	split_write(s0, ns, write_block);
+}
 
-	for (s = s0; s < s0 + ns;) {
-		u32 first = s % SPB, cnt = SPB - first;
-
-		if (cnt > s0 + ns - s)
-			cnt = s0 + ns - s;
-		write_block(s / SPB, ((1U << cnt) - 1) << first, id);
-		s += cnt;
-	}
+static void op_write_cleaner(u32 s0, u32 ns)
+{
+	split_write(s0, ns, write_block_cleaner);
 }
 
 /* io.c pmc_drop_flush() */
