@@ -100,12 +100,10 @@ static bool pmc_evict_one(void *ctx, u32 s, u64 v)
 	struct pmc_stripe *st = pmc_stripe_of(pc, pmc_slot_oblock(v));
 	bool ok = false;
 
-	if (atomic_read(&st->pinned))
-		return false;
 	if (!down_write_trylock(&st->lock))
 		return false;
 	/* Re-check under the lock: it may have changed. */
-	if (READ_ONCE(pc->idx.slot[s]) == v && !atomic_read(&st->pinned)) {
+	if (READ_ONCE(pc->idx.slot[s]) == v) {
 		pmc_meta_evict(&pc->meta, &pc->idx, s);
 		pmc_meta_fence(PMC_P_FREE);
 		e->victims[e->got++] = s;
@@ -263,55 +261,56 @@ static u32 pmc_bio_mask(struct pmemcache *pc, struct bio *bio, u32 *first)
 
 /* ---- reads ------------------------------------------------------------ */
 
-struct pmc_read_io {
-	struct pmemcache *pc;
-	struct bio *orig;
-	struct pmc_stripe *st;
-	struct work_struct work;
-	struct bio clone;	/* must be last: allocated from read_bioset */
-};
+/*
+ * A read of a partly cached block: the cached sectors are copied into the
+ * bio at once, and the others are read from the origin into the same
+ * pages, one run of sectors at a time.  The read returns for each sector
+ * what was cached when it began, or what the origin holds, so nothing has
+ * to keep the cached copy until the origin read is back: an eviction, a
+ * discard or a write through the cache may drop it meanwhile.
+ */
+static void pmc_read_next_run(struct pmemcache *pc, struct bio *bio);
 
-/* The origin read of a partially cached block is back: overlay the cache. */
-static void pmc_read_overlay(struct work_struct *work)
+static void pmc_read_run_work(struct work_struct *work)
 {
-	struct pmc_read_io *rio = container_of(work, struct pmc_read_io, work);
-	struct pmemcache *pc = rio->pc;
-	struct bio *bio = rio->orig;
-	u64 oblock = pmc_sector_to_block(pc, bio->bi_iter.bi_sector);
-	u32 first, need = pmc_bio_mask(pc, bio, &first);
-	u32 slot;
-	int id = pmc_pmem_enter(pc);
+	struct pmc_bio_data *d = container_of(work, struct pmc_bio_data, work);
 
-	if (id < 0)
-		bio->bi_status = BLK_STS_IOERR;
-	if (!bio->bi_status) {
-		down_read(&rio->st->lock);
-		slot = pmc_index_lookup(&pc->idx, oblock);
-		if (slot != PMC_NO_SLOT)
-			pmc_index_ref(&pc->idx, slot);
-		if (slot != PMC_NO_SLOT &&
-		    pmc_read_slot(pc, bio, slot, first,
-				  need & pmc_slot_mask(pc->idx.slot[slot]))) {
-			pmc_count_media_error(pc);
-			bio->bi_status = BLK_STS_IOERR;
-		}
-		up_read(&rio->st->lock);
-	}
-	if (id >= 0)
-		pmc_pmem_exit(id);
-	atomic_dec(&rio->st->pinned);
-	bio_put(&rio->clone);
-	bio_endio(bio);
+	pmc_read_next_run(d->pc, dm_bio_from_per_bio_data(d, sizeof(*d)));
 }
 
-static void pmc_read_clone_endio(struct bio *clone)
+static void pmc_read_run_endio(struct bio *clone)
 {
-	struct pmc_read_io *rio = container_of(clone, struct pmc_read_io, clone);
+	struct bio *bio = clone->bi_private;
+	struct pmc_bio_data *d = pmc_bio_data(bio);
 
 	if (clone->bi_status)
-		rio->orig->bi_status = clone->bi_status;
-	INIT_WORK(&rio->work, pmc_read_overlay);
-	queue_work(rio->pc->wq, &rio->work);
+		bio->bi_status = clone->bi_status;
+	/* Put here, not in a work: the next run's allocation may wait for it. */
+	bio_put(clone);
+	if (!d->missing || bio->bi_status) {
+		bio_endio(bio);
+		return;
+	}
+	INIT_WORK(&d->work, pmc_read_run_work);
+	queue_work(d->pc->wq, &d->work);
+}
+
+/* Read the lowest run of sectors still missing from the origin. */
+static void pmc_read_next_run(struct pmemcache *pc, struct bio *bio)
+{
+	struct pmc_bio_data *d = pmc_bio_data(bio);
+	u32 a = __ffs(d->missing), b = a;
+	struct bio *clone;
+
+	while (b < 32 && (d->missing & BIT(b)))
+		b++;
+	d->missing &= ~GENMASK(b - 1, a);
+	clone = bio_alloc_clone(pc->origin->bdev, bio, GFP_NOIO,
+				&pc->read_bioset);
+	bio_trim(clone, a - d->first, b - a);
+	clone->bi_private = bio;
+	clone->bi_end_io = pmc_read_run_endio;
+	submit_bio_noacct(clone);
 }
 
 static int pmc_map_read(struct pmemcache *pc, struct bio *bio)
@@ -319,50 +318,36 @@ static int pmc_map_read(struct pmemcache *pc, struct bio *bio)
 	u64 oblock = pmc_sector_to_block(pc, bio->bi_iter.bi_sector);
 	struct pmc_stripe *st = pmc_stripe_of(pc, oblock);
 	u32 first, need = pmc_bio_mask(pc, bio, &first);
-	struct pmc_read_io *rio;
-	struct bio *clone;
+	struct pmc_bio_data *d;
 	u32 slot, have;
+	int r;
 
 	down_read(&st->lock);
 	slot = pmc_index_lookup(&pc->idx, oblock);
-	if (slot == PMC_NO_SLOT) {
+	have = slot != PMC_NO_SLOT ? pmc_slot_mask(pc->idx.slot[slot]) & need : 0;
+	if (!have) {
 		up_read(&st->lock);
 		atomic64_inc(&pc->st.read_misses);
 		bio_set_dev(bio, pc->origin->bdev);
 		return DM_MAPIO_REMAPPED;
 	}
-	have = pmc_slot_mask(pc->idx.slot[slot]);
-	if ((have & need) == need) {
-		int r = pmc_read_slot(pc, bio, slot, first, need);
-
-		pmc_index_ref(&pc->idx, slot);
-		up_read(&st->lock);
-		atomic64_inc(&pc->st.read_hits);
-		if (r) {
-			pmc_count_media_error(pc);
-			bio->bi_status = BLK_STS_IOERR;
-		}
+	r = pmc_read_slot(pc, bio, slot, first, have);
+	pmc_index_ref(&pc->idx, slot);
+	up_read(&st->lock);
+	if (r) {
+		pmc_count_media_error(pc);
+		bio->bi_status = BLK_STS_IOERR;
+	}
+	atomic64_inc(have == need ? &pc->st.read_hits : &pc->st.read_partial);
+	if (have == need || r) {
 		bio_endio(bio);
 		return DM_MAPIO_SUBMITTED;
 	}
-	/*
-	 * Partly cached: read the origin, then overlay the cached sectors as
-	 * they are when the read completes.  The stripe stays pinned so that
-	 * the block cannot be evicted (and its origin copy be older than what
-	 * the read saw) in between.
-	 */
-	atomic_inc(&st->pinned);
-	up_read(&st->lock);
-	atomic64_inc(&pc->st.read_partial);
-
-	clone = bio_alloc_clone(pc->origin->bdev, bio, GFP_NOIO,
-				&pc->read_bioset);
-	rio = container_of(clone, struct pmc_read_io, clone);
-	rio->pc = pc;
-	rio->orig = bio;
-	rio->st = st;
-	clone->bi_end_io = pmc_read_clone_endio;
-	submit_bio_noacct(clone);
+	d = pmc_bio_data(bio);
+	d->pc = pc;
+	d->first = first;
+	d->missing = need & ~have;
+	pmc_read_next_run(pc, bio);
 	return DM_MAPIO_SUBMITTED;
 }
 
@@ -423,17 +408,86 @@ static bool pmc_write_around(struct pmemcache *pc, struct bio *bio,
  * the origin with REQ_FUA; T2 the cached copy's record is made FREE and
  * fenced (before T1 if the copy is clean); T3 the bio completes.  If T1
  * fails, the bio fails with its error and a dirty cached copy stays as
- * it was.  The stripe lock is held from before T1 to after T2, so no
- * other write, read, eviction or discard in the stripe sees the block in
- * between.
+ * it was.
+ *
+ * No lock is held across T1.  From before T1 to after T2 the block is
+ * busy (on pc->through_busy): another write of it waits in its map call,
+ * since one cached meanwhile would later be written back over T1 with
+ * older sectors of the copy.  Writeback leaves the stripe alone
+ * (st->around).  Reads need nothing: one racing T1 may return the old or
+ * the new data, and a partial read no longer needs the copy once it began.
  */
 struct pmc_through {
+	struct list_head busy;	/* on pc->through_busy */
 	struct work_struct work;
 	struct pmemcache *pc;
 	struct bio *bio;
 	struct pmc_stripe *st;
-	struct page *page;
+	struct page *page;	/* the block as T1 writes it */
+	u64 oblock;
+	u64 v;			/* slot word of the dirty copy that T2 drops */
+	u32 slot;		/* its slot, or PMC_NO_SLOT */
+	u32 mask;		/* sectors that T1 writes */
 };
+
+/* Elements of pc->through_pool: a struct pmc_through and its page. */
+static void *pmc_through_alloc(gfp_t gfp, void *data)
+{
+	struct pmc_through *t = kmalloc(sizeof(*t), gfp);
+
+	if (!t)
+		return NULL;
+	t->page = alloc_page(gfp);
+	if (!t->page) {
+		kfree(t);
+		return NULL;
+	}
+	return t;
+}
+
+static void pmc_through_free(void *element, void *data)
+{
+	struct pmc_through *t = element;
+
+	__free_page(t->page);
+	kfree(t);
+}
+
+/* Is a write through the cache of @oblock between T1 and T2? */
+static bool pmc_through_busy(struct pmemcache *pc, struct pmc_stripe *st,
+			     u64 oblock)
+{
+	struct pmc_through *t;
+	bool busy = false;
+
+	if (!atomic_read(&st->through))
+		return false;
+	spin_lock(&pc->through_lock);
+	list_for_each_entry(t, &pc->through_busy, busy) {
+		if (t->oblock == oblock) {
+			busy = true;
+			break;
+		}
+	}
+	spin_unlock(&pc->through_lock);
+	return busy;
+}
+
+/*
+ * Take @st's lock for writing once no write through the cache of @oblock
+ * is in flight.  Waits in the caller's map call (never in a work item):
+ * the one in flight ends when its origin write does.
+ */
+static void pmc_lock_block(struct pmemcache *pc, struct pmc_stripe *st,
+			   u64 oblock)
+{
+	down_write(&st->lock);
+	while (pmc_through_busy(pc, st, oblock)) {
+		up_write(&st->lock);
+		wait_event(pc->through_wait, !pmc_through_busy(pc, st, oblock));
+		down_write(&st->lock);
+	}
+}
 
 /* The block as it is to be: sectors @keep of @slot, then the bio's. */
 static int pmc_through_fill(struct pmemcache *pc, u8 *buf, struct bio *bio,
@@ -501,127 +555,133 @@ static int pmc_through_drop(struct pmemcache *pc, u64 oblock, u64 v,
 
 	if (id < 0)
 		return id;
-	if (pmc_slot_flags(v) & PMC_SF_DIRTY) {
-		atomic64_dec(&pc->epoch_dirty[pmc_slot_epoch(v)]);
-		atomic64_dec(&pc->n_dirty);
-	}
+	if (pmc_slot_flags(v) & PMC_SF_DIRTY)
+		pmc_dirty_dec(pc, v);
 	pmc_meta_drop_block(&pc->meta, &pc->idx, oblock, freed);
 	pmc_meta_fence(PMC_P_FREE);
 	pmc_pmem_exit(id);
 	return 0;
 }
 
+/* The block is no longer busy: whoever waits for it may go. */
+static void pmc_through_end(struct pmemcache *pc, struct pmc_through *t)
+{
+	spin_lock(&pc->through_lock);
+	list_del(&t->busy);
+	spin_unlock(&pc->through_lock);
+	atomic_dec(&t->st->through);
+	atomic_dec(&t->st->around);
+	wake_up_all(&pc->through_wait);
+}
+
+/* T1, then T2 for a dirty copy, then T3. */
 static void pmc_through_work(struct work_struct *work)
 {
 	struct pmc_through *t = container_of(work, struct pmc_through, work);
 	struct pmemcache *pc = t->pc;
-	struct pmc_stripe *st = t->st;
 	struct bio *bio = t->bio;
-	u64 oblock = pmc_sector_to_block(pc, bio->bi_iter.bi_sector);
-	u32 first, mask = pmc_bio_mask(pc, bio, &first);
-	u32 slot, keep = 0, freed = PMC_NO_SLOT;
-	u64 v = 0;
-	int id, r;
+	u32 freed = PMC_NO_SLOT;
+	int r;
 
-	/* A partial read in flight would overlay a copy that is gone. */
-	down_write(&st->lock);
-	while (atomic_read(&st->pinned)) {
-		up_write(&st->lock);
-		usleep_range(100, 1000);
-		down_write(&st->lock);
-	}
-	slot = pmc_index_lookup(&pc->idx, oblock);
-	if (slot != PMC_NO_SLOT) {
-		v = pc->idx.slot[slot];
-		keep = pmc_slot_mask(v) & ~mask;
-	}
-	id = pmc_pmem_enter(pc);
-	if (id < 0) {
-		r = id;
+	r = pmc_through_write(pc, t->page, t->oblock, t->mask);
+	if (r) {
+		pmc_health_set(pc, PMC_H_ORIGIN, r);
 	} else {
-		r = pmc_through_fill(pc, page_address(t->page), bio, first,
-				     slot, keep);
-		pmc_pmem_exit(id);
-		if (r)
-			pmc_count_media_error(pc);
-	}
-	/*
-	 * A clean copy goes first: the origin holds its data, and a crash
-	 * after T1 must not leave it CLEAN over the newer data (it would be
-	 * read until evicted, then the origin's).  A dirty one goes after
-	 * T1: a crash before T2 leaves it dirty, so writeback puts it back.
-	 */
-	if (!r && slot != PMC_NO_SLOT && !(pmc_slot_flags(v) & PMC_SF_DIRTY)) {
-		r = pmc_through_drop(pc, oblock, v, &freed);
-		slot = PMC_NO_SLOT;
-	}
-	if (!r) {
-		r = pmc_through_write(pc, t->page, oblock, mask | keep);
-		if (r)
-			pmc_health_set(pc, PMC_H_ORIGIN, r);
-		else
-			pmc_health_clear(pc, PMC_H_ORIGIN);
-	}
-	if (!r)
+		pmc_health_clear(pc, PMC_H_ORIGIN);
 		pmc_cut_point(PMC_CUT_THROUGH_T1);
+	}
 	/*
-	 * T2, durably FREE before the lock lets anyone see it gone.  The
-	 * namespace gone now: the old copy stays live in pmem and wins over
-	 * this write at the next load, so the write must not succeed.
+	 * T2, durably FREE before the lock lets anyone see it gone.  A
+	 * discard may have dropped the copy meanwhile.  The namespace gone
+	 * now: the old copy stays live in pmem and wins over this write at
+	 * the next load, so the write must not succeed.
 	 */
-	if (!r && slot != PMC_NO_SLOT)
-		r = pmc_through_drop(pc, oblock, v, &freed);
-	up_write(&st->lock);
-	atomic_dec(&st->around);
+	if (!r && t->slot != PMC_NO_SLOT) {
+		down_write(&t->st->lock);
+		if (pc->idx.slot[t->slot] == t->v)
+			r = pmc_through_drop(pc, t->oblock, t->v, &freed);
+		up_write(&t->st->lock);
+	}
+	pmc_through_end(pc, t);
 	if (freed != PMC_NO_SLOT)
 		pmc_free_slots(pc, &freed, 1);
-	__free_page(t->page);
-	kfree(t);
+	mempool_free(t, pc->through_pool);
 	if (r)
 		bio->bi_status = errno_to_blk_status(r);
 	bio_endio(bio);
 }
 
 /*
- * Hand @bio to pmc_through_work(), unless a copy of its block
- * is being written back (that origin write could land after this one).
- * st->around keeps writeback from starting one until the work is done.
+ * Send @bio through the cache to the origin (pmc_through_work() does T1
+ * and T2).  -EBUSY: a copy of the block is being written back (that
+ * origin write could land after this one); -ESHUTDOWN: the system goes
+ * down.  st->around keeps writeback from starting one until T2 is done.
  */
-static bool pmc_write_through(struct pmemcache *pc, struct bio *bio,
-			      u64 oblock, struct pmc_stripe *st)
+static int pmc_write_through(struct pmemcache *pc, struct bio *bio,
+			     u64 oblock, struct pmc_stripe *st)
 {
+	u32 first, mask = pmc_bio_mask(pc, bio, &first);
+	u32 keep = 0, freed = PMC_NO_SLOT;
 	struct pmc_through *t;
-	bool ok;
+	int r;
 
-	down_read(&st->lock);
-	ok = !pmc_index_inflight(&pc->idx, oblock) &&
-	     pmc_origin_write_get(pc, st);
-	up_read(&st->lock);
-	if (!ok)
-		return false;
-	t = kmalloc(sizeof(*t), GFP_NOIO | __GFP_NOFAIL);
-	t->page = alloc_page(GFP_NOIO | __GFP_NOFAIL);
+	/* Before any lock: it may wait for a write through to complete. */
+	t = mempool_alloc(pc->through_pool, GFP_NOIO);
+	pmc_lock_block(pc, st, oblock);
+	if (pmc_index_inflight(&pc->idx, oblock)) {
+		r = -EBUSY;
+		goto refused;
+	}
+	if (!pmc_origin_write_get(pc, st)) {
+		r = -ESHUTDOWN;
+		goto refused;
+	}
+	t->slot = pmc_index_lookup(&pc->idx, oblock);
+	t->v = t->slot != PMC_NO_SLOT ? pc->idx.slot[t->slot] : 0;
+	if (t->slot != PMC_NO_SLOT)
+		keep = pmc_slot_mask(t->v) & ~mask;
+	r = pmc_through_fill(pc, page_address(t->page), bio, first, t->slot,
+			     keep);
+	if (r)
+		pmc_count_media_error(pc);
+	/*
+	 * A clean copy goes first: the origin holds its data, and a crash
+	 * after T1 must not leave it CLEAN over the newer data (it would be
+	 * read until evicted, then the origin's).  A dirty one goes after
+	 * T1: a crash before T2 leaves it dirty, so writeback puts it back.
+	 */
+	if (!r && t->slot != PMC_NO_SLOT && !(pmc_slot_flags(t->v) & PMC_SF_DIRTY)) {
+		r = pmc_through_drop(pc, oblock, t->v, &freed);
+		t->slot = PMC_NO_SLOT;
+	}
+	if (r) {
+		up_write(&st->lock);
+		atomic_dec(&st->around);
+		mempool_free(t, pc->through_pool);
+		bio->bi_status = errno_to_blk_status(r);
+		bio_endio(bio);
+		return 0;
+	}
 	t->pc = pc;
 	t->bio = bio;
 	t->st = st;
+	t->oblock = oblock;
+	t->mask = mask | keep;
+	atomic_inc(&st->through);
+	spin_lock(&pc->through_lock);
+	list_add(&t->busy, &pc->through_busy);
+	spin_unlock(&pc->through_lock);
+	up_write(&st->lock);
+	if (freed != PMC_NO_SLOT)
+		pmc_free_slots(pc, &freed, 1);
 	INIT_WORK(&t->work, pmc_through_work);
 	queue_work(pc->wq, &t->work);
-	return true;
-}
+	return 0;
 
-int pmc_end_io(struct dm_target *ti, struct bio *bio, blk_status_t *error)
-{
-	struct pmemcache *pc = ti->private;
-	struct pmc_stripe *st = *pmc_bio_around(bio);
-
-	if (!st)
-		return DM_ENDIO_DONE;
-	atomic_dec(&st->around);
-	if (*error)
-		pmc_health_set(pc, PMC_H_ORIGIN, blk_status_to_errno(*error));
-	else
-		pmc_health_clear(pc, PMC_H_ORIGIN);
-	return DM_ENDIO_DONE;
+refused:
+	up_write(&st->lock);
+	mempool_free(t, pc->through_pool);
+	return r;
 }
 
 /*
@@ -644,6 +704,37 @@ static bool pmc_sequential(struct pmemcache *pc, struct bio *bio)
 	return run >= (u64)kb << 1;
 }
 
+/*
+ * cleaner: a write to a block whose copy is being written back waits for
+ * that writeback (at most PMC_CLEANER_WAIT_MS), then goes through the
+ * cache; caching it dirty again could keep a flush (detach) under a load
+ * that rewrites one block from ever ending.  True if it went through.
+ */
+static bool pmc_write_through_cleaner(struct pmemcache *pc, struct bio *bio,
+				      u64 oblock, struct pmc_stripe *st)
+{
+	unsigned long deadline = jiffies + msecs_to_jiffies(PMC_CLEANER_WAIT_MS);
+	int done, r;
+
+	for (;;) {
+		done = atomic_read(&pc->wb_done);
+		r = pmc_write_through(pc, bio, oblock, st);
+		if (r != -EBUSY)
+			break;
+		if (time_after_eq(jiffies, deadline))
+			break;
+		/* Each writeback completion bumps wb_done and wakes wb_wait. */
+		wait_event_timeout(pc->wb_wait,
+				   atomic_read(&pc->wb_done) != done ||
+				   READ_ONCE(pc->suspended),
+				   max_t(long, deadline - jiffies, 1));
+	}
+	if (r)
+		return false;
+	atomic64_inc(&pc->st.write_around);
+	return true;
+}
+
 static int pmc_map_write(struct pmemcache *pc, struct bio *bio)
 {
 	u64 oblock = pmc_sector_to_block(pc, bio->bi_iter.bi_sector);
@@ -663,13 +754,10 @@ static int pmc_map_write(struct pmemcache *pc, struct bio *bio)
 	/*
 	 * cleaner: no new dirty data either, or a flush (detach) under a
 	 * load that rewrites cached blocks might never end.  A cached block
-	 * is replaced through the origin, as in a full cache; only a block
-	 * being written back right now is cached (and dirty) again.
+	 * is replaced through the origin, as in a full cache.
 	 */
-	if (cleaner && pmc_write_through(pc, bio, oblock, st)) {
-		atomic64_inc(&pc->st.write_around);
+	if (cleaner && pmc_write_through_cleaner(pc, bio, oblock, st))
 		return DM_MAPIO_SUBMITTED;
-	}
 
 	/*
 	 * Cache full: wait for writeback at most full_wait.  Then a block
@@ -686,12 +774,13 @@ static int pmc_map_write(struct pmemcache *pc, struct bio *bio)
 			atomic64_inc(&pc->st.full_around);
 			return DM_MAPIO_REMAPPED;
 		}
-		if (pmc_write_through(pc, bio, oblock, st)) {
+		r = pmc_write_through(pc, bio, oblock, st);
+		if (!r) {
 			atomic64_inc(&pc->st.full_through);
 			return DM_MAPIO_SUBMITTED;
 		}
 		/* Going down: no room and no way to the origin.  Not acked. */
-		if (READ_ONCE(pc->shutting_down)) {
+		if (r == -ESHUTDOWN) {
 			bio_io_error(bio);
 			return DM_MAPIO_SUBMITTED;
 		}
@@ -703,7 +792,7 @@ static int pmc_map_write(struct pmemcache *pc, struct bio *bio)
 	}
 	epoch = atomic_read(&pc->epoch) & 3;
 
-	down_write(&st->lock);
+	pmc_lock_block(pc, st, oblock);
 	old = pmc_index_lookup(&pc->idx, oblock);
 	ov = old != PMC_NO_SLOT ? pc->idx.slot[old] : 0;
 	r = pmc_meta_write_block(&pc->meta, &pc->idx, oblock, mask, slot, epoch,
@@ -712,11 +801,8 @@ static int pmc_map_write(struct pmemcache *pc, struct bio *bio)
 		/* A rewrite: the block stays longer once it is clean. */
 		if (old != PMC_NO_SLOT)
 			pmc_index_ref(&pc->idx, slot);
-		if (old != PMC_NO_SLOT &&
-		    (pmc_slot_flags(ov) & PMC_SF_DIRTY)) {
-			atomic64_dec(&pc->epoch_dirty[pmc_slot_epoch(ov)]);
-			atomic64_dec(&pc->n_dirty);
-		}
+		if (old != PMC_NO_SLOT && (pmc_slot_flags(ov) & PMC_SF_DIRTY))
+			pmc_dirty_dec(pc, ov);
 		atomic64_inc(&pc->epoch_dirty[epoch]);
 		atomic64_inc(&pc->n_dirty);
 	}
@@ -751,10 +837,8 @@ static void pmc_drop_one(struct pmemcache *pc, u64 oblock, u32 *freed,
 	slot = pmc_index_lookup(&pc->idx, oblock);
 	if (slot != PMC_NO_SLOT) {
 		v = pc->idx.slot[slot];
-		if (pmc_slot_flags(v) & PMC_SF_DIRTY) {
-			atomic64_dec(&pc->epoch_dirty[pmc_slot_epoch(v)]);
-			atomic64_dec(&pc->n_dirty);
-		}
+		if (pmc_slot_flags(v) & PMC_SF_DIRTY)
+			pmc_dirty_dec(pc, v);
 		pmc_meta_drop_block(&pc->meta, &pc->idx, oblock, &f);
 		if (f != PMC_NO_SLOT)
 			freed[(*nf)++] = f;
@@ -771,6 +855,47 @@ static void pmc_drop_flush(struct pmemcache *pc, u32 *freed, unsigned int *nf)
 	*nf = 0;
 }
 
+static void pmc_discard_release(struct pmemcache *pc, struct pmc_bio_data *d)
+{
+	unsigned int i;
+
+	for_each_set_bit(i, d->discard_stripes, PMC_NR_STRIPES)
+		atomic_dec(&pc->stripes[i].around);
+	d->discard_held = false;
+}
+
+/*
+ * A discard passed down to the origin keeps writeback off every stripe
+ * of the blocks it touches until it completed (st->around), from before
+ * their copies are dropped: a block written again meanwhile, written
+ * back and marked CLEAN, would otherwise be undone by the discard landing
+ * after it.  A range of many blocks touches every stripe.  False if the
+ * system goes down (nothing new may reach the origin).
+ */
+static bool pmc_discard_hold(struct pmemcache *pc, struct pmc_bio_data *d,
+			     u64 first, u64 last)
+{
+	unsigned int i;
+	u64 ob;
+
+	bitmap_zero(d->discard_stripes, PMC_NR_STRIPES);
+	if (last - first >= 4 * PMC_NR_STRIPES)
+		bitmap_fill(d->discard_stripes, PMC_NR_STRIPES);
+	else
+		for (ob = first; ob <= last; ob++)
+			__set_bit(pmc_stripe_of(pc, ob) - pc->stripes,
+				  d->discard_stripes);
+	for_each_set_bit(i, d->discard_stripes, PMC_NR_STRIPES)
+		atomic_inc(&pc->stripes[i].around);
+	/* Pairs with pmc_writeback_shutdown(), as pmc_origin_write_get(). */
+	smp_mb__after_atomic();
+	d->discard_held = true;
+	if (likely(!READ_ONCE(pc->shutting_down)))
+		return true;
+	pmc_discard_release(pc, d);
+	return false;
+}
+
 /*
  * Drop the cached copies of the blocks that the discard covers entirely
  * (a discard leaves the contents undefined, so a partly covered block
@@ -783,9 +908,12 @@ static int pmc_map_discard(struct pmemcache *pc, struct bio *bio)
 	sector_t end = bio_end_sector(bio);
 	u64 first = pmc_sector_to_block(pc, start + spb - 1);
 	u64 last = pmc_sector_to_block(pc, end);
+	struct pmc_bio_data *d = pmc_bio_data(bio);
+	bool down = bdev_max_discard_sectors(pc->origin->bdev) &&
+		    pmc_discard_hold(pc, d, pmc_sector_to_block(pc, start),
+				     pmc_sector_to_block(pc, end - 1));
 	u32 freed[64];
 	unsigned int nf = 0;
-	struct pmc_stripe *st;
 	u64 ob, s;
 
 	atomic64_inc(&pc->st.discards);
@@ -815,15 +943,30 @@ static int pmc_map_discard(struct pmemcache *pc, struct bio *bio)
 	}
 	pmc_drop_flush(pc, freed, &nf);
 
-	st = pmc_stripe_of(pc, pmc_sector_to_block(pc, start));
-	if (bdev_max_discard_sectors(pc->origin->bdev) &&
-	    pmc_origin_write_get(pc, st)) {
-		*pmc_bio_around(bio) = st;
+	if (down) {
 		bio_set_dev(bio, pc->origin->bdev);
 		return DM_MAPIO_REMAPPED;
 	}
 	bio_endio(bio);
 	return DM_MAPIO_SUBMITTED;
+}
+
+int pmc_end_io(struct dm_target *ti, struct bio *bio, blk_status_t *error)
+{
+	struct pmemcache *pc = ti->private;
+	struct pmc_bio_data *d = pmc_bio_data(bio);
+
+	if (d->discard_held)
+		pmc_discard_release(pc, d);
+	else if (d->around)
+		atomic_dec(&d->around->around);
+	else
+		return DM_ENDIO_DONE;
+	if (*error)
+		pmc_health_set(pc, PMC_H_ORIGIN, blk_status_to_errno(*error));
+	else
+		pmc_health_clear(pc, PMC_H_ORIGIN);
+	return DM_ENDIO_DONE;
 }
 
 int pmc_map(struct dm_target *ti, struct bio *bio)
@@ -833,6 +976,7 @@ int pmc_map(struct dm_target *ti, struct bio *bio)
 
 	bio->bi_iter.bi_sector = dm_target_offset(ti, bio->bi_iter.bi_sector);
 	*pmc_bio_around(bio) = NULL;
+	pmc_bio_data(bio)->discard_held = false;
 	pmc_note_foreground(pc);
 
 	if (bio->bi_opf & REQ_PREFLUSH) {
@@ -870,7 +1014,29 @@ int pmc_map(struct dm_target *ti, struct bio *bio)
 	return r;
 }
 
-size_t pmc_read_front_pad(void)
+int pmc_io_init(struct pmemcache *pc)
 {
-	return offsetof(struct pmc_read_io, clone);
+	int r;
+
+	spin_lock_init(&pc->through_lock);
+	INIT_LIST_HEAD(&pc->through_busy);
+	init_waitqueue_head(&pc->through_wait);
+	/*
+	 * A bio split over several partly cached blocks allocates a clone
+	 * for each while the earlier ones wait on current->bio_list: the
+	 * rescuer sends those on if the pool runs dry.
+	 */
+	r = bioset_init(&pc->read_bioset, BIO_POOL_SIZE, 0, BIOSET_NEED_RESCUER);
+	if (r)
+		return r;
+	pc->through_pool = mempool_create(PMC_THROUGH_POOL, pmc_through_alloc,
+					  pmc_through_free, NULL);
+	return pc->through_pool ? 0 : -ENOMEM;
+}
+
+void pmc_io_exit(struct pmemcache *pc)
+{
+	mempool_destroy(pc->through_pool);
+	pc->through_pool = NULL;
+	bioset_exit(&pc->read_bioset);
 }

@@ -173,7 +173,7 @@ int pmc_meta_open(struct pmc_meta *m, u8 *base, u64 pmem_bytes,
 {
 	struct pmc_super sb;
 	u8 *area;
-	bool blank;
+	bool blank, same_uuid;
 	u64 magic, n, data_off;
 	u32 bs;
 
@@ -238,12 +238,20 @@ int pmc_meta_open(struct pmc_meta *m, u8 *base, u64 pmem_bytes,
 		*why = "superblock geometry is inconsistent";
 		return -EINVAL;
 	}
-	if (le64_to_cpu(sb.origin_sectors) != oid->sectors) {
+	same_uuid = le32_to_cpu(sb.origin_id_kind) == oid->kind &&
+		    !memcmp(sb.origin_uuid, oid->uuid, sizeof(sb.origin_uuid));
+	/*
+	 * An origin with a UUID (an md array) may have grown since (mdadm
+	 * --grow): every block cached is below the size recorded then.
+	 * Without a UUID the size is all there is to know it by.
+	 */
+	if (le64_to_cpu(sb.origin_sectors) != oid->sectors &&
+	    !(same_uuid && oid->kind != PMC_ORIGIN_ID_NONE &&
+	      oid->sectors > le64_to_cpu(sb.origin_sectors))) {
 		*why = "origin size differs from the origin the cache was formatted for";
 		return -EINVAL;
 	}
-	if (le32_to_cpu(sb.origin_id_kind) != oid->kind ||
-	    memcmp(sb.origin_uuid, oid->uuid, sizeof(sb.origin_uuid))) {
+	if (!same_uuid) {
 		*why = "origin UUID differs from the origin the cache was formatted for";
 		return -EINVAL;
 	}
@@ -331,6 +339,9 @@ int pmc_meta_recover(struct pmc_meta *m, struct pmc_index *idx,
 	memset(st, 0, sizeof(*st));
 	for (i = 0; i < m->n_blocks; i++) {
 		slot = (u32)i;
+		/* Millions of records: let others run (soft lockup, RCU). */
+		if (!(i & 4095))
+			pmc_cond_resched();
 		if (pmc_meta_read_record(m, slot, &r, &live)) {
 			/* Quarantine: never reused, never mapped. */
 			pmc_index_set_bad(idx, slot);
@@ -395,6 +406,8 @@ int pmc_meta_recover(struct pmc_meta *m, struct pmc_index *idx,
 	for (i = m->n_blocks; i-- > 0;) {
 		u32 f = pmc_slot_flags(idx->slot[i]);
 
+		if (!(i & 4095))
+			pmc_cond_resched();
 		if (f & PMC_SF_BAD)
 			continue;
 		if (f & PMC_SF_USED) {
@@ -546,7 +559,17 @@ int pmc_meta_wb_done(struct pmc_meta *m, struct pmc_index *idx, u32 slot,
 	}
 	if (pmc_meta_read_record(m, slot, &r, &live) || !live ||
 	    le64_to_cpu(r.oblock) != oblock) {
-		pmc_index_set_flags(idx, slot, 0, PMC_SF_WB);
+		/*
+		 * The record is unreadable or not ours any more, so it cannot
+		 * be made CLEAN; the origin holds the block now.  Retrying
+		 * would write it back for ever: the slot goes out of use,
+		 * its record FREE (a store needs no read; fenced with the
+		 * CLEAN stores of the batch, before the stripe lock is
+		 * dropped).
+		 */
+		pmc_meta_invalidate(m, slot, PMC_P_FREE);
+		pmc_index_unlink(idx, slot);
+		pmc_index_set_bad(idx, slot);
 		return -EIO;
 	}
 	/* C1: the origin write and a flush after it completed: CLEAN. */

@@ -110,8 +110,10 @@ void pmc_meta_wb_start(struct pmc_index *idx, u32 slot);
  * The origin write of @slot finished (@ok: it completed successfully and
  * so did an origin flush issued after it).  Marks the record CLEAN (not
  * fenced: pmc_meta_fence(PMC_P_CLEAN) per batch) or returns the stale
- * slot in *freed.  Returns -EIO if the record
- * could not be read (the slot stays dirty).
+ * slot in *freed.  Returns -EIO if @ok but the record could not be read
+ * or is no longer the block's: then the record is FREE (fenced by the
+ * caller's PMC_P_CLEAN fence) and the slot out of use (unlinked and
+ * BAD); the origin holds the block.
  */
 int pmc_meta_wb_done(struct pmc_meta *m, struct pmc_index *idx, u32 slot,
 		     bool ok, u32 *freed);

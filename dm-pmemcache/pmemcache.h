@@ -27,7 +27,10 @@
 #define PMC_MAX_WB_BATCH	256
 #define PMC_WB_PASS		1024	/* blocks selected per pass, at most */
 #define PMC_WB_REFUSED_MS	20	/* all candidates refused: look again */
+#define PMC_WB_NOMEM_DELAY	(HZ / 10)	/* no memory for a writeback bio */
 #define PMC_DEF_FULL_WAIT_MS	100
+#define PMC_CLEANER_WAIT_MS	5000	/* cleaner: for a block's writeback */
+#define PMC_THROUGH_POOL	16	/* writes through the cache, reserved */
 #define PMC_STRIPE_AUTO		(~0U)	/* stripe_blocks from the origin */
 #define PMC_SHUTDOWN_WAIT	(10 * HZ)	/* for writeback at reboot */
 #define PMC_MAX_STRIPE_BLOCKS	4096
@@ -50,8 +53,8 @@ enum pmc_route {
 /* Index stripe: serialises a set of hash chains and their slots. */
 struct pmc_stripe {
 	struct rw_semaphore lock;
-	atomic_t pinned;	/* partial-hit reads in flight: no eviction */
 	atomic_t around;	/* origin writes going around the cache */
+	atomic_t through;	/* writes through the cache in flight here */
 } ____cacheline_aligned_in_smp;
 
 struct pmc_stats {
@@ -85,6 +88,17 @@ struct pmc_rate {
 	s64 tokens;		/* block-jiffies we may still submit */
 	unsigned long stamp;	/* jiffies of the last update */
 	unsigned long last_fg;	/* jiffies of the last foreground bio */
+};
+
+/* What one target owns (claim.c): its pmem, and its origin's sectors. */
+struct pmc_claim {
+	struct list_head list;	/* on the list of every target's claim */
+	struct mapped_device *md;
+	struct dm_table *table;
+	unsigned long pfn_first, pfn_end;
+	struct gendisk *cache_disk, *origin_disk;
+	sector_t cache_first, cache_end;
+	sector_t origin_first, origin_end;
 };
 
 struct pmemcache {
@@ -124,7 +138,7 @@ struct pmemcache {
 	bool format;		/* one-shot: not shown in the table */
 	bool need_format;	/* blank namespace or 'format': at first resume */
 	bool loaded;		/* index rebuilt (first resume done) */
-	bool claimed;		/* registered in the pmem claim list */
+	struct pmc_claim claim;
 	unsigned long tunables_set;	/* features given: shown in the table */
 
 	/* state */
@@ -144,6 +158,7 @@ struct pmemcache {
 	struct list_head endio_list;
 	atomic_t wb_inflight;	/* blocks */
 	atomic_t wb_done;	/* completion passes: wakes starved writers */
+	atomic_t wb_failures;	/* as wb_errors, but clear_stats leaves it */
 	unsigned long wb_retry_at;	/* jiffies: after an error, no pass before */
 	wait_queue_head_t wb_wait;
 	u32 stripe_blocks;	/* 0, 1: origin order, >1: whole stripes first */
@@ -151,6 +166,7 @@ struct pmemcache {
 	struct pmc_rate rc;
 	atomic_t flushers;	/* flush messages waiting for writeback */
 	bool age_pending;
+	bool wb_paced;		/* the worker waits out a rate-mode pause */
 	bool starved;
 	bool suspended;
 	bool shutting_down;	/* the system goes down: no writeback */
@@ -159,6 +175,12 @@ struct pmemcache {
 	struct bio_set wb_bioset;
 	struct bio_set read_bioset;
 	mempool_t *page_pool;
+
+	/* io.c: writes through the cache between T1 and T2 */
+	spinlock_t through_lock;	/* through_busy */
+	struct list_head through_busy;
+	wait_queue_head_t through_wait;
+	mempool_t *through_pool;
 
 	struct pmc_stats st;
 	unsigned long health;	/* BIT(enum pmc_health_bit) */
@@ -172,10 +194,26 @@ static inline u64 pmc_sector_to_block(struct pmemcache *pc, sector_t s)
 	return s >> pc->spb_shift;
 }
 
-/* Per-bio data: the index stripe of a write going around the cache. */
+/* Per-bio data of the target (ti->per_io_data_size). */
+struct pmc_bio_data {
+	struct pmc_stripe *around;	/* a write of ours to the origin: its stripe */
+	bool discard_held;		/* a discard passed down holds these off: */
+	DECLARE_BITMAP(discard_stripes, PMC_NR_STRIPES);
+	/* a partly cached read (io.c): the origin runs still to read */
+	struct pmemcache *pc;
+	struct work_struct work;
+	u32 first;			/* first sector of the bio in its block */
+	u32 missing;			/* sectors of the block still to read */
+};
+
+static inline struct pmc_bio_data *pmc_bio_data(struct bio *bio)
+{
+	return dm_per_bio_data(bio, sizeof(struct pmc_bio_data));
+}
+
 static inline struct pmc_stripe **pmc_bio_around(struct bio *bio)
 {
-	return dm_per_bio_data(bio, sizeof(struct pmc_stripe *));
+	return &pmc_bio_data(bio)->around;
 }
 
 static inline struct pmc_stripe *pmc_stripe_of(struct pmemcache *pc,
@@ -197,6 +235,26 @@ static inline bool pmc_epoch_aged(struct pmemcache *pc, u32 e)
 
 	return e != cur && e != ((cur - 1) & 3);
 }
+
+/* claim.c */
+int pmc_claim(struct pmemcache *pc, char **error);
+void pmc_unclaim(struct pmemcache *pc);
+
+/*
+ * A dirty block became clean or was dropped.  A flush waits for the count
+ * to reach 0: wake it, whoever got there (writeback, a discard, a write
+ * through the cache).
+ */
+static inline void pmc_dirty_dec(struct pmemcache *pc, u64 v)
+{
+	atomic64_dec(&pc->epoch_dirty[pmc_slot_epoch(v)]);
+	if (atomic64_dec_and_test(&pc->n_dirty) && atomic_read(&pc->flushers))
+		wake_up_all(&pc->wb_wait);
+}
+
+/* claim.c */
+int pmc_claim(struct pmemcache *pc, char **error);
+void pmc_unclaim(struct pmemcache *pc);
 
 /* pmem.c */
 int pmc_pmem_claim(struct pmemcache *pc, char **error);
@@ -224,7 +282,8 @@ unsigned int pmc_evict_clean(struct pmemcache *pc, unsigned int want);
 /* io.c */
 int pmc_map(struct dm_target *ti, struct bio *bio);
 int pmc_end_io(struct dm_target *ti, struct bio *bio, blk_status_t *error);
-size_t pmc_read_front_pad(void);
+int pmc_io_init(struct pmemcache *pc);
+void pmc_io_exit(struct pmemcache *pc);
 
 /* health.c */
 void pmc_health_init(struct pmemcache *pc);

@@ -65,6 +65,8 @@ static void pmc_drop_beyond_origin(struct pmemcache *pc,
 	u32 freed;
 
 	for (i = 0; i < pc->meta.n_blocks; i++) {
+		if (!(i & 4095))
+			cond_resched();
 		v = pc->idx.slot[i];
 		if (!(pmc_slot_flags(v) & PMC_SF_USED) || pmc_slot_oblock(v) < end)
 			continue;
@@ -115,6 +117,8 @@ int pmc_load(struct pmemcache *pc)
 		atomic64_set(&pc->epoch_dirty[i], 0);
 	atomic64_set(&pc->epoch_dirty[0], rs.dirty);
 	atomic_set(&pc->epoch, 0);
+	/* Unreadable records: their slots are quarantined, out of use. */
+	atomic64_set(&pc->bad_slots, rs.unreadable);
 	DMINFO("%s: loaded %llu blocks: %llu cached, %llu dirty",
 	       pc->pmem_dev->name, pc->meta.n_blocks, rs.live, rs.dirty);
 	DMINFO("%s: recovery: %llu superseded, %llu torn, %llu unreadable records",

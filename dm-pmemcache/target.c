@@ -88,76 +88,6 @@ static int pmc_tunable_set(struct pmemcache *pc, unsigned int i,
 }
 
 /*
- * pmem devices in use, so that two mapped devices cannot share one cache.
- * A table reload of the same mapped device briefly has two targets on the
- * same pmem (the new one is built before the old one is destroyed): that
- * is allowed, they belong to the same mapped_device.
- */
-struct pmc_claim {
-	struct list_head list;
-	dev_t pmem;
-	struct mapped_device *md;
-	unsigned int count;
-};
-
-static LIST_HEAD(pmc_claims);
-static DEFINE_MUTEX(pmc_claims_lock);
-
-static int pmc_claim_pmem(struct pmemcache *pc)
-{
-	struct mapped_device *md = dm_table_get_md(pc->ti->table);
-	dev_t dev = pc->pmem_dev->bdev->bd_dev;
-	struct pmc_claim *c;
-	int r = 0;
-
-	mutex_lock(&pmc_claims_lock);
-	list_for_each_entry(c, &pmc_claims, list) {
-		if (c->pmem != dev)
-			continue;
-		if (c->md != md)
-			r = -EBUSY;
-		else
-			c->count++;
-		goto out;
-	}
-	c = kzalloc(sizeof(*c), GFP_KERNEL);
-	if (!c) {
-		r = -ENOMEM;
-		goto out;
-	}
-	c->pmem = dev;
-	c->md = md;
-	c->count = 1;
-	list_add(&c->list, &pmc_claims);
-out:
-	mutex_unlock(&pmc_claims_lock);
-	if (!r)
-		pc->claimed = true;
-	return r;
-}
-
-static void pmc_unclaim_pmem(struct pmemcache *pc)
-{
-	dev_t dev = pc->pmem_dev->bdev->bd_dev;
-	struct pmc_claim *c;
-
-	if (!pc->claimed)
-		return;
-	mutex_lock(&pmc_claims_lock);
-	list_for_each_entry(c, &pmc_claims, list) {
-		if (c->pmem != dev)
-			continue;
-		if (!--c->count) {
-			list_del(&c->list);
-			kfree(c);
-		}
-		break;
-	}
-	mutex_unlock(&pmc_claims_lock);
-	pc->claimed = false;
-}
-
-/*
  * Every constructed cache, for the reboot notifier.  Ours runs before
  * md's (core-patches: md's notifier gives way to the drivers stacked on
  * it), so writeback has stopped before md stops its arrays' writes.
@@ -305,14 +235,13 @@ static void pmc_dtr(struct dm_target *ti)
 		pmem_wmb();
 	pmc_writeback_exit(pc);
 	pmc_health_exit(pc);	/* after the last origin write completed */
-	bioset_exit(&pc->read_bioset);
+	pmc_io_exit(pc);
 	pmc_index_destroy(&pc->idx);
 	pmc_pmem_release(pc);
 	kvfree(pc->stripes);
-	if (pc->pmem_dev) {
-		pmc_unclaim_pmem(pc);
+	pmc_unclaim(pc);
+	if (pc->pmem_dev)
 		dm_put_device(ti, pc->pmem_dev);
-	}
 	if (pc->origin)
 		dm_put_device(ti, pc->origin);
 	kfree(pc);
@@ -338,6 +267,7 @@ static int pmc_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	pc->ti = ti;
 	pmc_health_init(pc);
 	INIT_LIST_HEAD(&pc->live);
+	INIT_LIST_HEAD(&pc->claim.list);
 	pc->high_wm = PMC_DEF_HIGH_WM;
 	pc->low_wm = PMC_DEF_LOW_WM;
 	pc->wb_jobs = PMC_DEF_WB_JOBS;
@@ -363,11 +293,6 @@ static int pmc_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	r = -EINVAL;
 	if (pc->origin->bdev == pc->pmem_dev->bdev) {
 		ti->error = "Origin and pmem device are the same device";
-		goto bad;
-	}
-	r = pmc_claim_pmem(pc);
-	if (r) {
-		ti->error = "pmem device is already the cache of another device";
 		goto bad;
 	}
 	r = -EINVAL;
@@ -404,6 +329,9 @@ static int pmc_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	r = pmc_pmem_claim(pc, &ti->error);
 	if (r)
 		goto bad;
+	r = pmc_claim(pc, &ti->error);
+	if (r)
+		goto bad;
 	id = pmc_pmem_enter(pc);
 	if (id < 0) {
 		ti->error = "pmem namespace is gone";
@@ -423,12 +351,12 @@ static int pmc_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	}
 	for (i = 0; i < PMC_NR_STRIPES; i++) {
 		init_rwsem(&pc->stripes[i].lock);
-		atomic_set(&pc->stripes[i].pinned, 0);
 		atomic_set(&pc->stripes[i].around, 0);
+		atomic_set(&pc->stripes[i].through, 0);
 	}
-	r = bioset_init(&pc->read_bioset, BIO_POOL_SIZE, pmc_read_front_pad(), 0);
+	r = pmc_io_init(pc);
 	if (r) {
-		ti->error = "Cannot allocate the read bioset";
+		ti->error = "Cannot allocate the read bioset or the write-through pool";
 		goto bad;
 	}
 	r = pmc_writeback_init(pc);
@@ -442,7 +370,7 @@ static int pmc_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 		goto bad;
 	ti->num_flush_bios = 1;
 	ti->flush_supported = true;
-	ti->per_io_data_size = sizeof(struct pmc_stripe *);
+	ti->per_io_data_size = sizeof(struct pmc_bio_data);
 	ti->num_discard_bios = 1;
 	ti->discards_supported = true;
 	pmc_live_add(pc);

@@ -34,7 +34,7 @@ struct pmc_wb_io {
 	atomic_t pending;	/* bios not yet completed, +1 while building */
 	blk_status_t status;
 	bool pfn;
-	bool unsent;		/* suspended before it was sent */
+	bool unsent;		/* not sent: suspended, or no memory */
 	unsigned int n;
 	struct pmc_wb_item items[];
 };
@@ -91,14 +91,23 @@ static enum pmc_wb_mode pmc_wb_mode(struct pmemcache *pc, unsigned int *sel)
  * Called after each new dirty block: start writeback above low_watermark,
  * and during a flush or in cleaner mode: a worker that found nothing
  * dirty has stopped, and they wait for this block too.  (A full cache's
- * writers kick it themselves when they wait for a free block.)
+ * writers kick it themselves when they wait for a free block.)  A worker
+ * that is pacing itself in rate mode, perhaps for many seconds after a
+ * pass overdrew its budget, is woken once the dirty blocks reach
+ * high_watermark, or a flush or cleaner mode began.
  */
 void pmc_writeback_note_dirty(struct pmemcache *pc)
 {
-	u64 d = atomic64_read(&pc->n_dirty);
+	u64 d = atomic64_read(&pc->n_dirty), n = pc->meta.n_blocks;
+	bool urgent = d * 100 >= (u64)pc->high_wm * n ||
+		      atomic_read(&pc->flushers) || READ_ONCE(pc->cleaner);
 
-	if ((d * 100 > (u64)pc->low_wm * pc->meta.n_blocks ||
-	     atomic_read(&pc->flushers) || READ_ONCE(pc->cleaner)) &&
+	if (urgent && READ_ONCE(pc->wb_paced)) {
+		WRITE_ONCE(pc->wb_paced, false);
+		pmc_writeback_kick(pc);
+		return;
+	}
+	if ((urgent || d * 100 > (u64)pc->low_wm * n) &&
 	    !delayed_work_pending(&pc->wb_work))
 		pmc_writeback_kick(pc);
 }
@@ -155,7 +164,7 @@ static bool pmc_wb_add(struct pmemcache *pc, struct pmc_wb_io *io,
  * Build and submit the bios of one group: a run of adjacent whole blocks
  * (one bio), or one partly valid block (one bio per run of valid sectors).
  */
-static void pmc_wb_submit(struct pmemcache *pc, const struct pmc_wb_cand *c,
+static bool pmc_wb_submit(struct pmemcache *pc, const struct pmc_wb_cand *c,
 			  unsigned int n)
 {
 	struct pmc_wb_io *io;
@@ -163,7 +172,15 @@ static void pmc_wb_submit(struct pmemcache *pc, const struct pmc_wb_cand *c,
 	unsigned int i;
 	u32 a, b;
 
-	io = kmalloc(struct_size(io, items, n), GFP_NOIO | __GFP_NOFAIL);
+	/*
+	 * No waiting for memory here: what frees it is a completion, and
+	 * that runs in a work item of this queue.  Without, the pass stops
+	 * and writeback tries again a little later.
+	 */
+	io = kmalloc(struct_size(io, items, n),
+		     GFP_NOIO | __GFP_NORETRY | __GFP_NOWARN);
+	if (!io)
+		return false;
 	io->pc = pc;
 	io->n = n;
 	io->status = BLK_STS_OK;
@@ -198,7 +215,15 @@ static void pmc_wb_submit(struct pmemcache *pc, const struct pmc_wb_cand *c,
 		}
 		if (io->pfn)
 			continue;
-		it->page = mempool_alloc(pc->page_pool, GFP_NOIO);
+		it->page = mempool_alloc(pc->page_pool,
+					 GFP_NOWAIT | __GFP_NOWARN);
+		if (!it->page) {
+			/* Not sent, not an error: tried again later. */
+			io->unsent = true;
+			io->status = BLK_STS_RESOURCE;
+			WRITE_ONCE(pc->wb_retry_at, jiffies + PMC_WB_NOMEM_DELAY);
+			break;
+		}
 		dst = kmap_local_page(it->page);
 		if (pmc_copy_from_pmem(dst, pmc_meta_data(&pc->meta, it->slot),
 				       pc->block_size)) {
@@ -251,6 +276,25 @@ out:
 	if (!io->unsent && !io->status)
 		pmc_cut_point(PMC_CUT_WB_START);
 	pmc_wb_io_put(io);
+	return true;
+}
+
+/* Claims of blocks that were never sent go back: the blocks stay dirty. */
+static void pmc_wb_unclaim(struct pmemcache *pc, const struct pmc_wb_cand *c,
+			   unsigned int n)
+{
+	unsigned int i;
+	u32 f;
+
+	for (i = 0; i < n; i++) {
+		struct pmc_stripe *st = pmc_stripe_of(pc, pmc_slot_oblock(c[i].v));
+
+		down_write(&st->lock);
+		pmc_meta_wb_done(&pc->meta, &pc->idx, c[i].slot, false, &f);
+		up_write(&st->lock);
+		if (f != PMC_NO_SLOT)
+			pmc_free_slots(pc, &f, 1);
+	}
 }
 
 /* One pass: select, merge, submit.  Returns the blocks submitted. */
@@ -283,7 +327,11 @@ static unsigned int pmc_wb_pass(struct pmemcache *pc, unsigned int sel,
 			       !pmc_wb_poisoned(pc, c[j].slot))
 				j++;
 		}
-		pmc_wb_submit(pc, &c[i], j - i);
+		if (!pmc_wb_submit(pc, &c[i], j - i)) {
+			pmc_wb_unclaim(pc, &c[i], n - i);
+			WRITE_ONCE(pc->wb_retry_at, jiffies + PMC_WB_NOMEM_DELAY);
+			return i;
+		}
 	}
 	return n;
 }
@@ -301,6 +349,7 @@ static void pmc_wb_work(struct work_struct *work)
 
 	if (READ_ONCE(pc->suspended))
 		return;
+	WRITE_ONCE(pc->wb_paced, false);
 	blk_start_plug(&plug);
 	while ((mode = pmc_wb_mode(pc, &sel)) != PMC_WB_IDLE) {
 		/*
@@ -349,8 +398,11 @@ static void pmc_wb_work(struct work_struct *work)
 	if (mode != PMC_WB_RATE)
 		WRITE_ONCE(pc->rc.rate, 0);
 	blk_finish_plug(&plug);
-	if (delay && !READ_ONCE(pc->suspended))
+	if (delay && !READ_ONCE(pc->suspended)) {
+		/* Paced: a writer that crosses high_watermark ends the pause. */
+		WRITE_ONCE(pc->wb_paced, mode == PMC_WB_RATE);
 		queue_delayed_work(pc->wq, &pc->wb_work, delay);
+	}
 }
 
 /*
@@ -377,6 +429,20 @@ static void pmc_wb_flush_origin(struct pmemcache *pc, struct list_head *list)
 	list_for_each_entry(io, list, list)
 		if (io->status == BLK_STS_OK)
 			io->status = errno_to_blk_status(r);
+}
+
+/*
+ * The record of @slot (dirty copy @v) could not be marked CLEAN after its
+ * writeback: the slot is out of use (pmc_meta_wb_done()), the origin
+ * holds its data.
+ */
+static void pmc_wb_quarantined(struct pmemcache *pc, u32 slot, u64 v)
+{
+	pmc_count_media_error(pc);
+	atomic64_inc(&pc->bad_slots);
+	pmc_dirty_dec(pc, v);
+	DMWARN_LIMIT("%s: cache block %u: record unreadable or changed after writeback: out of use",
+		     pc->pmem_dev->name, slot);
 }
 
 static void pmc_wb_endio_work(struct work_struct *work)
@@ -407,6 +473,7 @@ static void pmc_wb_endio_work(struct work_struct *work)
 			atomic64_inc(&pc->st.wb_notsupp);
 		} else if (!ok && !io->unsent && id >= 0) {
 			atomic64_inc(&pc->st.wb_errors);
+			atomic_inc(&pc->wb_failures);
 			if (io->status != BLK_STS_MEDIUM)
 				pmc_health_set(pc, PMC_H_ORIGIN,
 					       blk_status_to_errno(io->status));
@@ -423,12 +490,10 @@ static void pmc_wb_endio_work(struct work_struct *work)
 
 			down_write(&st->lock);
 			v = pc->idx.slot[it->slot];
-			if (pmc_meta_wb_done(&pc->meta, &pc->idx, it->slot, ok, &f)) {
-				pmc_count_media_error(pc);
-			} else if (ok && !(pmc_slot_flags(v) & PMC_SF_STALE)) {
-				atomic64_dec(&pc->epoch_dirty[pmc_slot_epoch(v)]);
-				atomic64_dec(&pc->n_dirty);
-			}
+			if (pmc_meta_wb_done(&pc->meta, &pc->idx, it->slot, ok, &f))
+				pmc_wb_quarantined(pc, it->slot, v);
+			else if (ok && !(pmc_slot_flags(v) & PMC_SF_STALE))
+				pmc_dirty_dec(pc, v);
 			/*
 			 * C2: the CLEAN store is fenced before the lock is
 			 * dropped: once another CPU sees the block clean it may
@@ -522,7 +587,7 @@ void pmc_writeback_age_changed(struct pmemcache *pc)
  */
 int pmc_writeback_all(struct pmemcache *pc)
 {
-	u64 errors = atomic64_read(&pc->st.wb_errors);
+	int failures = atomic_read(&pc->wb_failures);
 	long r;
 
 	atomic_inc(&pc->flushers);
@@ -530,7 +595,7 @@ int pmc_writeback_all(struct pmemcache *pc)
 	r = wait_event_interruptible(pc->wb_wait,
 				     (!atomic64_read(&pc->n_dirty) &&
 				      !atomic_read(&pc->wb_inflight)) ||
-				     atomic64_read(&pc->st.wb_errors) != errors ||
+				     atomic_read(&pc->wb_failures) != failures ||
 				     READ_ONCE(pc->suspended) ||
 				     pmc_pmem_gone(pc));
 	atomic_dec(&pc->flushers);
@@ -627,6 +692,7 @@ int pmc_writeback_init(struct pmemcache *pc)
 	atomic_set(&pc->wb_inflight, 0);
 	atomic_set(&pc->flushers, 0);
 	atomic_set(&pc->wb_done, 0);
+	atomic_set(&pc->wb_failures, 0);
 	pc->suspended = true;
 
 	pc->wq = alloc_workqueue("dm-pmemcache", WQ_MEM_RECLAIM | WQ_UNBOUND, 0);

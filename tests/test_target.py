@@ -340,7 +340,7 @@ dmsetup remove pc
                      "writeback", "bounce", "cleaner"]
     assert res.value("TABLE2") == res.value("TABLE")
     assert "unrecognised message 'nonsense'" in res.dmesg
-    assert "pmem device is already the cache of another device" in res.dmesg
+    assert "pmem device overlaps the cache of another device" in res.dmesg
 
 
 def test_small_cache_under_pressure(vm):

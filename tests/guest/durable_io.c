@@ -21,6 +21,11 @@
  *	discard leaves a sector undefined, so every sector there must hold
  *	zeros or ID's data, whole: check it with "START SECTORS 0,ID".
  *
+ *   durable_io pwrite DEV OFFSET LEN BYTE
+ *	One O_DIRECT write of LEN bytes of BYTE at byte OFFSET (tests that
+ *	need a write in flight: busybox dd falls back to buffered I/O when
+ *	its buffer is not aligned for O_DIRECT).
+ *
  *   durable_io check DEV EXPECT [OBSERVED]
  *	EXPECT has lines "<sector> <count> <id>[,<id>...]": each sector of
  *	the run must hold one of those writes, whole (id 0: never written,
@@ -415,6 +420,29 @@ static int do_check(const char *expect, const char *observed)
 	return bad ? 1 : 0;
 }
 
+/* One O_DIRECT write of LEN bytes of BYTE at byte OFFSET (busybox dd
+ * falls back to buffered I/O when its buffer is not aligned). */
+static int do_pwrite(const char *path, u64 off, size_t len, int byte)
+{
+	void *buf;
+	int fd, r;
+
+	if (posix_memalign(&buf, 4096, len))
+		return 1;
+	memset(buf, byte, len);
+	fd = open(path, O_WRONLY | O_DIRECT);
+	if (fd < 0) {
+		perror(path);
+		return 1;
+	}
+	r = pwrite(fd, buf, len, off) == (ssize_t)len ? 0 : 1;
+	if (r)
+		perror("pwrite");
+	close(fd);
+	free(buf);
+	return r;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IONBF, 0);
@@ -439,12 +467,16 @@ int main(int argc, char **argv)
 			return 2;
 		return do_discard(strtoull(argv[5], NULL, 0));
 	}
+	if (argc >= 6 && !strcmp(argv[1], "pwrite"))
+		return do_pwrite(argv[2], strtoull(argv[3], NULL, 0),
+				 strtoul(argv[4], NULL, 0), (int)strtoul(argv[5], NULL, 0));
 	if (argc >= 4 && !strcmp(argv[1], "check")) {
 		dev = argv[2];
 		return do_check(argv[3], argc > 4 ? argv[4] : NULL);
 	}
 	fprintf(stderr, "usage: durable_io write DEV START SECTORS THREADS ID_BASE SEED [seq]\n"
 		"       durable_io discard DEV START SECTORS ID SEED\n"
-		"       durable_io check DEV EXPECT [OBSERVED]\n");
+		"       durable_io check DEV EXPECT [OBSERVED]\n"
+		"       durable_io pwrite DEV OFFSET LEN BYTE\n");
 	return 2;
 }

@@ -435,6 +435,44 @@ static void sb_probe_reads_what_format_recorded(void)
 	CHECK(sb.state == PMCTL_SB_NONE);
 }
 
+/*
+ * The origin a cache opens with (pmc_meta_open()): an md array that grew
+ * since is its origin still; a smaller one, another UUID, or a bigger
+ * origin without a UUID is not (the size is told first).
+ */
+static void an_md_origin_may_grow_never_shrink(void)
+{
+	struct pmc_origin_id md = { .sectors = 123456, .kind = PMC_ORIGIN_ID_MD,
+				    .uuid = { 1, 2, 3 } };
+	struct pmc_origin_id other = md, none = { .sectors = 123456 };
+	struct pmc_image im;
+	const char *why;
+	char *p = tmp_image(1 << 20);
+
+	CHECK(p && !pmc_image_open(&im, p, false, false));
+	if (!p)
+		return;
+	CHECK(!pmc_meta_format(&im.meta, im.base, im.pmem_bytes, 4096, &md));
+	other.sectors = 200000;
+	CHECK(!pmc_meta_open(&im.meta, im.base, im.pmem_bytes, 4096, &other, &why));
+	other.sectors = 100000;
+	CHECK(pmc_meta_open(&im.meta, im.base, im.pmem_bytes, 4096, &other, &why) == -EINVAL &&
+	      strstr(why, "origin size differs"));
+	other.sectors = 200000;
+	other.uuid[0] = 9;
+	CHECK(pmc_meta_open(&im.meta, im.base, im.pmem_bytes, 4096, &other, &why) == -EINVAL &&
+	      strstr(why, "origin size differs"));
+	other.sectors = 123456;
+	CHECK(pmc_meta_open(&im.meta, im.base, im.pmem_bytes, 4096, &other, &why) == -EINVAL &&
+	      strstr(why, "origin UUID differs"));
+	CHECK(!pmc_meta_format(&im.meta, im.base, im.pmem_bytes, 4096, &none));
+	none.sectors = 200000;
+	CHECK(pmc_meta_open(&im.meta, im.base, im.pmem_bytes, 4096, &none, &why) == -EINVAL &&
+	      strstr(why, "origin size differs"));
+	pmc_image_close(&im);
+	unlink(p);
+}
+
 /* The kept-dirty mark: only a whole, matching mark counts. */
 static void kept_dirty_mark_counts_only_for_its_cache(void)
 {
@@ -547,6 +585,7 @@ int main(void)
 		set_keys_follow_the_target, table_flags_are_added_once,
 		dm_uuid_and_default_name_come_from_the_cache_uuid,
 		sb_probe_reads_what_format_recorded,
+		an_md_origin_may_grow_never_shrink,
 		kept_dirty_mark_counts_only_for_its_cache,
 		health_first_seen, health_changes_are_classified,
 		health_line_and_names,

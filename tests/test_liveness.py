@@ -1,0 +1,347 @@
+"""Waits that end (issue 29): each test is a recipe that hung, or looped
+without end, before its fix.
+
+The origin is a dm-linear "orig" over md0, so that a test can hold the
+origin's I/O (dmsetup suspend) at the moment it needs.
+
+- a partial read held at the origin while 300 writes go through the
+  cache to cached blocks of its stripe (cleaner mode): before, each write was
+  a work item that slept until the read's overlay, a work item of the
+  same queue, had run: past max_active the overlay never ran (and the
+  through work held the stripe lock across its origin write);
+- a flush whose last dirty block is discarded while writeback is kept
+  off its stripe: the discard lowered the dirty count without waking
+  the flush, which then slept for ever with status saying dirty 0;
+- a record made unreadable under the live table: marking it CLEAN
+  failed after every writeback, and writeback took it again at once,
+  for ever, uncounted;
+- cleaner mode with one block rewritten without pause: a rewrite while
+  the block was in writeback was cached dirty again, so a flush never
+  ended;
+- a burst past high_watermark while writeback paces itself after a
+  pass that overdrew a whole stripe: the burst waited out the pause
+  (up to ~48 s);
+- clear_stats during a flush: the flush took the zeroed error count for
+  a new error and returned -EIO.
+"""
+from test_durability import guest_tools  # noqa: F401
+from test_target import parse_status, pmemcache_module  # noqa: F401
+from test_target import run as run_target
+
+GOLDEN = 0x61c8864680b583eb
+PMEM_BYTES = 1 << 30        # run-vm.sh's default NVDIMM
+P1_BYTES = 64 << 20         # the 64 MiB partition of some tests
+
+
+def n_blocks(pmem_bytes, bs=4096):
+    """pmc_meta_geometry(): blocks of a cache on @pmem_bytes."""
+    n = (pmem_bytes - 4096) // (bs + 32)
+    while True:
+        off = (4096 + n * 32 + 4095) // 4096 * 4096
+        if off + n * bs <= pmem_bytes:
+            return n
+        n -= 1
+
+
+def stripe_of(oblock, n):
+    """pmc_stripe_of(): the index stripe of @oblock in a cache of @n blocks."""
+    bits = 0
+    while bits < 31 and (2 << bits) <= n:
+        bits += 1
+    return (((oblock * GOLDEN) & (2**64 - 1)) >> (64 - bits)) & 255
+
+
+def same_stripe(oblock, n, start):
+    """The first block from @start on that shares @oblock's stripe."""
+    b = start
+    while stripe_of(b, n) != stripe_of(oblock, n):
+        b += 1
+    return b
+
+
+ORIGIN = r"""
+pmc_init
+md_make md0 raid1 2 a
+s0=$(blockdev --getsz /dev/md0)
+dmsetup create --noudevsync orig --table "0 $s0 linear /dev/md0 0" || die orig
+dmsetup mknodes orig
+
+# running PATTERN: how many processes run a command line starting so
+# (busybox ps: PID USER COMMAND, no pgrep; a busybox applet started in
+# the background shows as "{dd} sh /test/script.sh")
+running() {
+	ps | awk 'NR > 1 { $1 = $2 = ""; sub(/^ +/, ""); print }' | grep -c -E "^($1)"
+}
+
+# until_done SECONDS PATTERN: wait until no such process is left
+until_done() {
+	t=0
+	while [ "$(running "$2")" != 0 ]; do
+		[ $t -lt $(($1 * 10)) ] || { echo "STUCK=$(running "$2")"; return 1; }
+		sleep 0.1
+		t=$((t + 1))
+	done
+	echo "DONE_AFTER_DS=$t"
+}
+
+# dirty_blocks: the dirty field of pc's status
+dirty_blocks() { dmsetup status pc | awk '{print $5}'; }
+"""
+
+
+def run(vm, body, **kw):
+    kw.setdefault("timeout", 600)
+    return run_target(vm, ORIGIN + body, **kw)
+
+
+def same_stripe_blocks(oblock, n, count, start):
+    """@count blocks from @start on in @oblock's stripe (not @oblock)."""
+    out, b = [], start
+    while len(out) < count:
+        b = same_stripe(oblock, n, b)
+        out.append(b)
+        b += 1
+    return out
+
+
+def test_partial_read_held_while_300_writes_go_through_its_stripe(vm, tmp_path, guest_tools):
+    """Block 10 partly cached, 300 other cached blocks of its index stripe.
+    A read of block 10 (a cached and an uncached sector) is held at the
+    origin; then, in cleaner mode, 300 writes to the 300 blocks go through
+    the cache, held at the origin too; then the origin runs."""
+    n = n_blocks(PMEM_BYTES)
+    blocks = same_stripe_blocks(10, n, 300, 1000)
+    (tmp_path / "blocks").write_text("".join("%d\n" % b for b in blocks))
+    res = run(vm, r"""
+dm_create pc "0 $s0 pmemcache /dev/mapper/orig /dev/pmem0 4096 4 high_watermark 100 low_watermark 100" || die create
+echo "BLOCKS=$(dmsetup status pc | awk '{print $4}')"
+durable_io pwrite /dev/mapper/pc 40960 512 7 || die write
+while read -r b; do
+	dd if=/dev/urandom of=/dev/mapper/pc bs=4096 seek=$b count=1 oflag=direct 2>/dev/null || die "write $b"
+done < /test/blocks
+dmsetup message pc 0 cleaner
+t=0
+while [ "$(dirty_blocks)" != 0 ]; do
+	[ $t -lt 600 ] || die "cleaner mode never wrote back"
+	sleep 0.1
+	t=$((t + 1))
+done
+echo "STATUS1=$(dmsetup status pc)"
+dmsetup suspend --noflush orig || die suspend
+# sectors 80-81: one cached, one not: a partial read, held at the origin
+fio --name=partial --filename=/dev/mapper/pc --direct=1 --ioengine=psync --rw=read \
+	--bs=1k --size=1k --offset=40960 > /dev/null 2>&1 &
+sleep 1
+while read -r b; do
+	durable_io pwrite /dev/mapper/pc $((b * 4096)) 512 0 &
+done < /test/blocks
+sleep 3
+echo "WRITERS_HELD=$(running 'durable_io pwrite')"
+echo "READ_HELD=$(running 'fio --name=partial')"
+dmsetup resume orig || die resume
+until_done 60 'durable_io pwrite|fio --name=partial' || die "reads or writes never ended"
+echo "STATUS2=$(dmsetup status pc)"
+head -c 512 /dev/zero > /tmp/z
+b=$(tail -n 1 /test/blocks)
+dd if=/dev/mapper/pc bs=512 skip=$((b * 8)) count=1 iflag=direct 2>/dev/null | cmp -s - /tmp/z && echo LAST_ZERO=1
+dmsetup remove pc
+""", files=[(tmp_path / "blocks", "/test/blocks")] + guest_tools, timeout=600)
+    assert int(res.value("BLOCKS")) == n     # same_stripe_blocks() computed for this n
+    s1 = parse_status(res.value("STATUS1"))
+    s2 = parse_status(res.value("STATUS2"))
+    assert s1["dirty"] + s1["clean"] == 301, s1
+    # precondition: the writes were in flight while the origin was held
+    assert int(res.value("WRITERS_HELD")) == 300
+    assert int(res.value("READ_HELD")) >= 1
+    assert s2["read_partial"] == 1, s2
+    # every write went through the cache to the origin
+    assert s2["write_around"] - s1["write_around"] == 300, (s1, s2)
+    assert res.value("LAST_ZERO") == "1"
+
+
+def test_flush_wakes_when_its_last_dirty_block_is_discarded(vm):
+    """Block d is cached dirty.  A discard of block e, not cached and in
+    the same index stripe, is passed to the origin and held there, so
+    writeback may not take d (st->around).  A flush begins; d is
+    discarded; then the origin runs."""
+    n = n_blocks(PMEM_BYTES)
+    d = 100
+    e = same_stripe(d, n, 5000)
+    res = run(vm, r"""
+dm_create pc "0 $s0 pmemcache /dev/mapper/orig /dev/pmem0 4096 4 high_watermark 100 low_watermark 100" || die create
+echo "BLOCKS=$(dmsetup status pc | awk '{print $4}')"
+echo "ORIGIN_DISCARD=$(cat /sys/block/$(dmsetup info -c --noheadings -o blkdevname orig)/queue/discard_max_bytes)"
+# blkdiscard opens its device exclusively and holds its invalidate lock
+# while the discard is in flight: each discard through a device of its own
+for a in alias1 alias2; do
+	dmsetup create --noudevsync $a --table "0 $s0 linear /dev/mapper/pc 0" || die $a
+	dmsetup mknodes $a
+done
+dd if=/dev/urandom of=/dev/mapper/pc bs=4096 seek=%(d)d count=1 oflag=direct 2>/dev/null || die write
+dmsetup suspend --noflush orig || die suspend
+blkdiscard -o $((%(e)d * 4096)) -l 4096 /dev/mapper/alias1 2>/dev/null &
+sleep 1
+[ "$(running '\{blkdiscard\}')" = 1 ] && echo HELD=1
+echo "STATUS1=$(dmsetup status pc)"
+timeout 30 dmsetup message pc 0 flush 2>/dev/null &
+fpid=$!
+sleep 1
+blkdiscard -o $((%(d)d * 4096)) -l 4096 /dev/mapper/alias2 2>/dev/null &
+sleep 2
+echo "STATUS2=$(dmsetup status pc)"
+dmsetup resume orig || die resume
+wait $fpid
+echo "FLUSH_RC=$?"
+until_done 30 '\{blkdiscard\}' || die "a discard never ended"
+dmsetup remove alias1 alias2
+dmsetup remove pc
+""" % dict(d=d, e=e), timeout=300)
+    assert int(res.value("BLOCKS")) == n     # stripe_of() computed for this n
+    # preconditions: the origin takes discards, and e's was held there
+    assert int(res.value("ORIGIN_DISCARD")) > 0
+    assert res.value("HELD") == "1"
+    s1 = parse_status(res.value("STATUS1"))
+    s2 = parse_status(res.value("STATUS2"))
+    assert s1["dirty"] == 1 and s1["discards"] == 1, s1
+    assert s2["dirty"] == 0 and s2["clean"] == 0 and s2["discards"] == 2, s2
+    assert res.value("FLUSH_RC") == "0"
+
+
+def test_a_record_changed_under_the_live_table_is_taken_out_of_use(vm):
+    res = run(vm, r"""
+dm_create pc "0 $s0 pmemcache /dev/mapper/orig /dev/pmem0 4096 4 high_watermark 100 low_watermark 100" || die create
+fio_job one /dev/mapper/pc --rw=write --bs=4k --size=4k --offset=1m
+blocks=$(dmsetup status pc | awk '{print $4}')
+# every record of the cache (32 bytes each, from byte 4096) overwritten
+head -c $((blocks * 32)) /dev/zero | tr '\0' '\132' |
+	dd of=/dev/pmem0 bs=4096 seek=1 conv=notrunc,fsync 2>/dev/null || die "records"
+echo "STATUS1=$(dmsetup status pc)"
+timeout 30 dmsetup message pc 0 flush
+echo "FLUSH_RC=$?"
+echo "STATUS2=$(dmsetup status pc)"
+dmsetup remove pc
+dmsetup remove orig
+fio_check one /dev/md0 --rw=write --bs=4k --size=4k --offset=1m
+""", timeout=300)
+    s1 = parse_status(res.value("STATUS1"))
+    s2 = parse_status(res.value("STATUS2"))
+    assert s1["dirty"] == 1
+    assert res.value("FLUSH_RC") == "0"
+    assert s2["dirty"] == 0 and s2["bad_slots"] == 1 and s2["media_errors"] == 1, s2
+    assert res.values("VERIFY_OK") == ["one"]
+    assert res.dmesg.count("record unreadable or changed after writeback") == 1
+
+
+def test_flush_in_cleaner_mode_ends_while_one_block_is_rewritten(vm):
+    res = run(vm, r"""
+dm_create pc "0 $s0 pmemcache /dev/mapper/orig /dev/pmem0 4096 4 high_watermark 100 low_watermark 100" || die create
+fio_job fill /dev/mapper/pc --rw=write --bs=4k --size=8m --offset=0
+# block 0 rewritten without pause: cached dirty again and again
+fio --name=hot --filename=/dev/mapper/pc --direct=1 --ioengine=psync --rw=write \
+	--bs=4k --size=4k --offset=0 --time_based --runtime=300 > /dev/null 2>&1 &
+hot=$!
+t=0
+while [ "$(dmsetup status pc | awk '{print $11}')" -lt 100 ]; do
+	[ $t -lt 600 ] || die "the hot writer never wrote"
+	sleep 0.1
+	t=$((t + 1))
+done
+echo "STATUS0=$(dmsetup status pc)"
+dmsetup message pc 0 cleaner
+echo "STATUS1=$(dmsetup status pc)"
+timeout 60 dmsetup message pc 0 flush
+echo "FLUSH_RC=$?"
+echo "STATUS2=$(dmsetup status pc)"
+kill $hot
+wait $hot || true
+dmsetup remove pc
+""", timeout=400)
+    s0 = parse_status(res.value("STATUS0"))
+    s1 = parse_status(res.value("STATUS1"))
+    s2 = parse_status(res.value("STATUS2"))
+    # precondition: dirty blocks and the hot block being rewritten
+    assert s0["dirty"] > 1000 and s0["write_hits"] >= 100, s0
+    assert res.value("FLUSH_RC") == "0"
+    # the hot block kept being written during the flush, through the cache
+    assert s2["write_around"] > s1["write_around"] + 10, (s1, s2)
+
+
+def test_a_burst_past_high_watermark_ends_a_rate_pause(vm, tmp_path):
+    """On a 64 MiB partition (~16,000 blocks): low_watermark 1 (~160
+    blocks), high_watermark 10 (~1,600), writeback in whole stripes of
+    384 blocks.  Two whole stripes and 300 blocks more put writeback in
+    rate mode at about 8 blocks/s: the first stripe goes with the tokens
+    of a fresh start, the second with one token, overdrawing ~383 blocks:
+    a pause of ~48 s.  Then a burst takes the cache past high_watermark,
+    where writeback must run at full speed."""
+    from test_bad_input import mbr
+    n = n_blocks(P1_BYTES)
+    high = n * 10 // 100
+    burst = 1792                                # 112 writes of 64 KiB
+    (tmp_path / "mbr").write_bytes(mbr([(2048, P1_BYTES // 512)]))
+    res = run(vm, r"""
+dd if=/test/mbr of=/dev/pmem0 bs=512 count=1 conv=notrunc 2>/dev/null
+blockdev --rereadpt /dev/pmem0 || die rereadpt
+dm_create pc "0 $s0 pmemcache /dev/mapper/orig /dev/pmem0p1 4096 6 low_watermark 1 high_watermark 10 stripe_blocks 384" || die create
+echo "BLOCKS=$(dmsetup status pc | awk '{print $4}')"
+# foreground I/O all along: an idle cache would write back at full speed
+( while :; do dd if=/dev/mapper/pc of=/dev/null bs=4096 count=1 iflag=direct 2>/dev/null; sleep 0.2; done ) &
+reader=$!
+dd if=/dev/urandom of=/dev/mapper/pc bs=4096 count=1068 oflag=direct 2>/dev/null || die fill
+t=0
+until [ "$(dmsetup status pc | awk '{print $29}')" -ge 2 ]; do
+	[ $t -lt 300 ] || die "two stripes were never written back"
+	sleep 0.1
+	t=$((t + 1))
+done
+sleep 1
+echo "STATUS1=$(dmsetup status pc)"
+dd if=/dev/urandom of=/dev/mapper/pc bs=65536 seek=256 count=112 oflag=direct 2>/dev/null || die burst
+t=0
+while [ "$(dirty_blocks)" -ge %(high)d ]; do
+	[ $t -lt 150 ] || break
+	sleep 0.1
+	t=$((t + 1))
+done
+echo "BELOW_HIGH_AFTER_DS=$t"
+echo "STATUS2=$(dmsetup status pc)"
+kill $reader
+dmsetup remove pc
+""" % dict(high=high), files=[(tmp_path / "mbr", "/test/mbr")], timeout=400)
+    assert int(res.value("BLOCKS")) == n
+    s1 = parse_status(res.value("STATUS1"))
+    s2 = parse_status(res.value("STATUS2"))
+    # preconditions: two whole stripes went, writeback paces itself, and
+    # the burst takes the dirty count past high_watermark
+    assert s1["wb_full_stripes"] == 2 and s1["wb_rate"] > 0, s1
+    assert s1["dirty"] + burst >= high, (s1, high)
+    assert s2["write_new"] - s1["write_new"] == burst, s2
+    # the pause it overdrew is ~40 s; full speed drains below high at once
+    assert int(res.value("BELOW_HIGH_AFTER_DS")) < 150, s2
+
+
+def test_clear_stats_during_a_flush_is_not_an_error(vm):
+    res = run(vm, r"""
+dm_create pc "0 $s0 pmemcache /dev/mapper/orig /dev/pmem0 4096 4 high_watermark 100 low_watermark 100" || die create
+fio_job fill /dev/mapper/pc --rw=write --bs=4k --size=16m --offset=0
+# a failing origin first, so that the error count is not 0
+dmsetup suspend orig && dmsetup reload orig --table "0 $s0 error" && dmsetup resume orig || die "error table"
+timeout 30 dmsetup message pc 0 flush 2> /dev/null && die "flush over a failing origin succeeded"
+echo "STATUS1=$(dmsetup status pc)"
+dmsetup suspend orig && dmsetup reload orig --table "0 $s0 linear /dev/md0 0" || die "linear table"
+timeout 60 dmsetup message pc 0 flush &
+fpid=$!
+sleep 2
+dmsetup message pc 0 clear_stats || die clear_stats
+dmsetup resume orig || die resume
+wait $fpid
+echo "FLUSH_RC=$?"
+echo "STATUS2=$(dmsetup status pc)"
+dmsetup remove pc
+dmsetup remove orig
+fio_check fill /dev/md0 --rw=write --bs=4k --size=16m --offset=0
+""", timeout=300)
+    assert parse_status(res.value("STATUS1"))["wb_errors"] > 0
+    assert res.value("FLUSH_RC") == "0"
+    assert parse_status(res.value("STATUS2"))["dirty"] == 0
+    assert res.values("VERIFY_OK") == ["fill"]
