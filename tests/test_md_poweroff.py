@@ -21,13 +21,11 @@ twice over; PMC_LONG=1 runs all eight, PMC_MD_POWEROFF_ROUNDS times each
 (default 3).
 """
 import os
-import subprocess
-import time
 
 import pytest
 
 from test_target import PRELUDE, build_module, MOD
-from vm import VM, GuestRun, check_reports
+from vm import GuestRun, check_reports, wait_down
 
 LONG = os.environ.get("PMC_LONG", "0") not in ("", "0")
 ROUNDS = int(os.environ.get("PMC_MD_POWEROFF_ROUNDS", "3" if LONG else "1"))
@@ -137,32 +135,15 @@ def module_built():
     return get
 
 
-def wait_down(proc, boot, seconds):
-    """Seconds from GOING_DOWN=1 until QEMU is gone; a power cut and a
-    failure (with the guest's console and diagnostics) after `seconds`."""
-    deadline = time.time() + 900
-    while "GOING_DOWN=1\n" not in boot.read()[1]:
-        if proc.poll() is not None or time.time() > deadline:
-            VM.power_cut(proc)
-            raise AssertionError("the guest never went down:\n" + boot.read()[1][-3000:])
-        time.sleep(0.2)
-    t0 = time.time()
-    try:
-        proc.wait(timeout=seconds)
-    except subprocess.TimeoutExpired:
-        VM.power_cut(proc)
-        console, out, _ = boot.read()
-        lines = console.splitlines()
-        first = next((i for i, l in enumerate(lines) if "blocked for more than" in l),
-                     max(0, len(lines) - 40))
-        hung = lines[first:first + 80]
-        raise AssertionError("the guest was still up %d s after poweroff -f\n"
-                             "--- console (hung-task reports) ---\n%s\n"
-                             "--- guest diagnostics ---\n%s"
-                             % (seconds, "\n".join(hung),
-                                "\n".join(l for l in out.splitlines()
-                                          if l.startswith(("HUNG:", "SYNC_", "STRIPES")))))
-    return time.time() - t0
+def hang_report(console, output):
+    """The hung-task reports on the console and what the guest printed
+    about md0 and its threads while it hung."""
+    lines = console.splitlines()
+    first = next((i for i, l in enumerate(lines) if "blocked for more than" in l),
+                 max(0, len(lines) - 40))
+    return "--- console (hung-task reports) ---\n%s\n--- guest diagnostics ---\n%s" % (
+        "\n".join(lines[first:first + 80]),
+        "\n".join(l for l in output.splitlines() if l.startswith(("HUNG:", "SYNC_", "STRIPES"))))
 
 
 @pytest.mark.parametrize("rnd", range(ROUNDS))
@@ -175,7 +156,7 @@ def test_poweroff_while_md_syncs(vm, module_built, level, state, writer, rnd):
     script = PRELUDE + SCRIPT % dict(level=level, n=LEVELS[level], state=state,
                                      writer=writer, busy=6, diag=HANG_DIAG_S)
     proc, boot = vm.start(script, timeout=600, disk_size=256, pmem_size=64)
-    took = wait_down(proc, boot, DOWN_S)
+    took = wait_down(proc, boot, DOWN_S, hang_report)
     run = GuestRun.load(None, boot)
     try:
         check_reports(run)       # hung-task reports included
