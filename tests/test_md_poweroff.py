@@ -10,8 +10,10 @@ raised).  Then `poweroff -f`: processes keep running, and the kernel's
 reboot notifiers stop md's writes (md_notify_reboot) while fio and the
 sync thread are still at it.
 
-Checked: QEMU is gone within DOWN_S seconds of the call, and the console
-has no kernel report (a hung-task report included).  A guest still up
+Checked: QEMU is gone within DOWN_S seconds of the call, the console has
+no kernel report (a hung-task report and md's md_write_inc() warning
+included), and md stopped the array's writes rather than giving up on it
+after its 10 s bound (core-patches 0020's warning).  A guest still up
 after HANG_DIAG_S seconds prints the state of md0 and the stacks of its
 threads and of `poweroff` on the script's output, for the failure
 message.
