@@ -12,14 +12,12 @@ the array clean or resyncs it without a mismatch, reads back every
 acknowledged write through the cache and again on md after a flush.
 """
 import os
-import subprocess
-import time
 
 import pytest
 
 from test_target import PRELUDE, parse_status, pmemcache_module  # noqa: F401
 import test_target_powercut as tp
-from vm import VM, GuestRun
+from vm import GuestRun, wait_down
 
 LONG = os.environ.get("PMC_LONG", "0") not in ("", "0")
 NBLOCKS = 64
@@ -110,24 +108,6 @@ echo DONE=1
 CASES = [("raid5", "hdd", "poweroff"), ("raid1", "fast", "reboot"), ("raid5", "hdd", "detach")]
 if LONG:
     CASES = [(l, m, d) for l in LAYOUT for m in ("hdd", "fast") for d in DOWN]
-
-
-def wait_down(proc, boot, seconds):
-    """Seconds from the guest's GOING_DOWN=1 until QEMU is gone; power cut
-    and fail if that takes longer than `seconds`."""
-    deadline = time.time() + 600
-    while "GOING_DOWN=1\n" not in boot.read()[1]:
-        if proc.poll() is not None or time.time() > deadline:
-            raise AssertionError("the writer never went down:\n" + boot.read()[1][-3000:])
-        time.sleep(0.2)
-    t0 = time.time()
-    try:
-        proc.wait(timeout=seconds)
-    except subprocess.TimeoutExpired:
-        VM.power_cut(proc)
-        raise AssertionError("the guest did not end within %d s of going down:\n%s"
-                             % (seconds, boot.read()[0][-3000:]))
-    return time.time() - t0
 
 
 @pytest.mark.parametrize("layout,members,down", CASES)

@@ -384,3 +384,28 @@ class VM:
             except ProcessLookupError:
                 return
             time.sleep(0.05)
+
+
+def wait_down(proc, files, seconds, describe=None):
+    """Seconds from the guest's GOING_DOWN=1 line (on its script output)
+    until QEMU is gone, for a boot of VM.start() whose script goes down
+    itself (poweroff -f, reboot -f).  A guest that never prints the line
+    (or ends first) fails.  One still up `seconds` after it gets a power
+    cut and fails with describe(console, output), by default the end of
+    its console."""
+    deadline = time.time() + 900
+    while "GOING_DOWN=1\n" not in files.read()[1]:
+        if proc.poll() is not None or time.time() > deadline:
+            VM.power_cut(proc)
+            raise AssertionError("the guest never went down:\n" + files.read()[1][-3000:])
+        time.sleep(0.2)
+    t0 = time.time()
+    try:
+        proc.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        VM.power_cut(proc)
+        console, output, _ = files.read()
+        raise AssertionError("the guest did not end within %d s of going down:\n%s"
+                             % (seconds, describe(console, output) if describe
+                                else console[-3000:])) from None
+    return time.time() - t0
