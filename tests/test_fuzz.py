@@ -1,0 +1,164 @@
+"""Coverage-guided fuzzing of the on-pmem loader (issue 29).
+
+tests/host/fuzz_meta is the module's own pmc_meta.c and pmc_index.c under
+libFuzzer with AddressSanitizer and UBSan (clang): each input is a small
+pmem image (12 KiB .. 1 MiB) that is opened, recovered and checked the way
+the module loads a cache (see the top of tests/host/fuzz_meta.c).  Host
+only, no VM.
+
+make test: replay the corpus (tests/host/fuzz-corpus/meta, minimized
+images that started as the ones userspace/tests/mkimage writes) and every
+regression input (tests/host/fuzz-corpus/meta-regress: each crash or
+sanitizer report the fuzzer ever found), fuzz briefly from the corpus, and
+require the corpus to still cover most of pmc_meta.c.
+
+PMC_LONG=1 (make test-long): fuzz for a fixed number of executions
+(PMC_FUZZ_RUNS, default 10,000,000, one process), then print executions,
+corpus size, the coverage of pmc_meta.c by the resulting corpus, crashes
+and sanitizer reports.
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from vm import build
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+HOST = os.path.join(HERE, "host")
+FUZZ = os.path.join(HOST, "fuzz_meta")
+FUZZ_COV = os.path.join(HOST, "fuzz_meta_cov")
+CORPUS = os.path.join(HOST, "fuzz-corpus", "meta")
+REGRESS = os.path.join(HOST, "fuzz-corpus", "meta-regress")
+
+LONG = os.environ.get("PMC_LONG", os.environ.get("LONG", "0")) not in ("", "0")
+LONG_RUNS = int(os.environ.get("PMC_FUZZ_RUNS", "10000000"))
+MAX_LEN = 4096
+
+# What a sanitizer or the harness prints when it finds something.
+REPORT = re.compile(r"ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|"
+                    r"runtime error:|SUMMARY: UndefinedBehaviorSanitizer|"
+                    r"fuzz_meta: .*violated")
+
+
+@pytest.fixture(scope="module")
+def fuzzer():
+    p = build(["make", "-s", "-C", HOST, "fuzz_meta", "fuzz_meta_cov"])
+    assert p.returncode == 0, p.stdout + p.stderr
+    return FUZZ
+
+
+def inputs(d):
+    return sorted(os.path.join(d, f) for f in os.listdir(d)
+                  if os.path.isfile(os.path.join(d, f)))
+
+
+def run(cmd, timeout, env=None):
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                       env=env)
+    out = p.stdout + p.stderr
+    reports = len(REPORT.findall(out))
+    return p.returncode, out, reports
+
+
+def stats(out):
+    return {k: int(v) for k, v in re.findall(r"^stat::(\w+):\s+(\d+)", out, re.M)}
+
+
+def coverage(corpus_dirs, tmp_path):
+    """Lines and functions of pmc_meta.c that the inputs execute (clang
+    source-based coverage of the harness replaying them)."""
+    raw = str(tmp_path / "cov.profraw")
+    prof = str(tmp_path / "cov.profdata")
+    env = dict(os.environ, LLVM_PROFILE_FILE=raw)
+    files = [f for d in corpus_dirs for f in inputs(d)]
+    rc, out, _ = run([FUZZ_COV, "-runs=1"] + files, 600, env)
+    assert rc == 0, out[-3000:]
+    subprocess.run(["llvm-profdata", "merge", "-sparse", "-o", prof, raw],
+                   check=True)
+    p = subprocess.run(["llvm-cov", "export", "-summary-only", "-format=text",
+                        FUZZ_COV, "-instr-profile=" + prof],
+                       capture_output=True, text=True, check=True)
+    meta = [f["summary"] for f in json.loads(p.stdout)["data"][0]["files"]
+            if f["filename"].endswith("dm-pmemcache/pmc_meta.c")]
+    assert len(meta) == 1, p.stdout[:2000]
+    t = meta[0]
+    return t["lines"], t["functions"], t["regions"]
+
+
+def corpus_size(d):
+    files = inputs(d)
+    return len(files), sum(os.path.getsize(f) for f in files)
+
+
+def test_corpus_and_regressions_replay_clean(fuzzer):
+    """Every corpus and regression input loads without a crash, a sanitizer
+    report or a broken invariant."""
+    files = inputs(CORPUS) + inputs(REGRESS)
+    assert len(inputs(CORPUS)) >= 10
+    rc, out, reports = run([fuzzer, "-runs=1"] + files, 300)
+    assert rc == 0 and reports == 0, out[-4000:]
+    assert out.count("Executed ") == len(files), out[-2000:]
+
+
+def test_corpus_stays_small():
+    """The in-tree corpus is minimized (-merge=1) and well under 1 MiB."""
+    n, size = corpus_size(CORPUS)
+    assert size < 512 * 1024, "%d inputs, %d bytes: minimize it" % (n, size)
+
+
+def test_corpus_covers_the_loader(fuzzer, tmp_path):
+    """The corpus still reaches most of pmc_meta.c (the loader, recovery and
+    the write path after it): a harness or format change that stops the
+    inputs from loading shows here."""
+    lines, funcs, _ = coverage([CORPUS, REGRESS], tmp_path)
+    assert lines["percent"] >= 85, lines
+    assert funcs["percent"] >= 90, funcs
+
+
+def test_short_fuzz_from_corpus(fuzzer, tmp_path):
+    """A few seconds of fuzzing from the corpus (fixed seed) finds
+    nothing."""
+    work = tmp_path / "corpus"
+    shutil.copytree(CORPUS, work)
+    art = tmp_path / "artifacts"
+    art.mkdir()
+    rc, out, reports = run([fuzzer, "-runs=20000", "-seed=1",
+                            "-max_len=%d" % MAX_LEN, "-print_final_stats=1",
+                            "-artifact_prefix=%s/" % art, str(work)], 300)
+    assert rc == 0 and reports == 0 and not os.listdir(art), out[-4000:]
+    assert stats(out)["number_of_executed_units"] >= 20000
+
+
+@pytest.mark.skipif(not LONG, reason="long form: PMC_LONG=1 (make test-long)")
+def test_long_fuzz(fuzzer, tmp_path, figures):
+    """PMC_FUZZ_RUNS executions (>= 10,000,000 by default) in one process,
+    from the corpus: no crash, no sanitizer report; figures printed."""
+    work = tmp_path / "corpus"
+    shutil.copytree(CORPUS, work)
+    art = tmp_path / "artifacts"
+    art.mkdir()
+    rc, out, reports = run(["nice", "-n", "10", fuzzer, "-runs=%d" % LONG_RUNS,
+                            "-seed=29", "-max_len=%d" % MAX_LEN,
+                            "-print_final_stats=1",
+                            "-artifact_prefix=%s/" % art, str(work)], 6 * 3600)
+    st = stats(out)
+    crashes = len(os.listdir(art))
+    execs = st.get("number_of_executed_units", 0)
+    n, size = corpus_size(work)
+    lines, funcs, regions = coverage([work, REGRESS], tmp_path)
+    figures["fuzz_meta executions"] = "%d (%d/s)" % (
+        execs, st.get("average_exec_per_sec", 0))
+    figures["fuzz_meta corpus"] = "%d inputs, %d bytes" % (n, size)
+    figures["fuzz_meta coverage of pmc_meta.c"] = \
+        "lines %d/%d (%.1f%%), functions %d/%d, regions %.1f%%" % (
+            lines["covered"], lines["count"], lines["percent"],
+            funcs["covered"], funcs["count"], regions["percent"])
+    figures["fuzz_meta crashes / sanitizer reports"] = "%d / %d" % (
+        crashes, reports)
+    print(out[-1500:])
+    assert rc == 0 and reports == 0 and crashes == 0, out[-4000:]
+    assert execs >= LONG_RUNS
