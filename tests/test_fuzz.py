@@ -6,11 +6,15 @@ pmem image (12 KiB .. 1 MiB) that is opened, recovered and checked the way
 the module loads a cache (see the top of tests/host/fuzz_meta.c).  Host
 only, no VM.
 
-make test: replay the corpus (tests/host/fuzz-corpus/meta, minimized
-images that started as the ones userspace/tests/mkimage writes) and every
-regression input (tests/host/fuzz-corpus/meta-regress: each crash or
-sanitizer report the fuzzer ever found), fuzz briefly from the corpus, and
-require the corpus to still cover most of pmc_meta.c.
+make test: replay the corpus (tests/host/fuzz-corpus/meta: what libFuzzer
+-merge=1 kept of the seeds and of the campaigns), the seeds
+(fuzz-corpus/seeds: images that userspace/tests/mkimage writes, made by
+`make -C tests/host fuzz-seeds`) and every regression input
+(fuzz-corpus/meta-regress: each crash or broken invariant the fuzzer
+found, and hand-made ones for the checks it had not reached), fuzz briefly
+from the corpus, require the corpus to still cover most of pmc_meta.c, and
+put back, one at a time, checks of pmc_meta.c that the loader needs: the
+replay must catch each.
 
 PMC_LONG=1 (make test-long): fuzz for a fixed number of executions
 (PMC_FUZZ_RUNS, default 10,000,000, one process), then print executions,
@@ -33,6 +37,7 @@ FUZZ = os.path.join(HOST, "fuzz_meta")
 FUZZ_COV = os.path.join(HOST, "fuzz_meta_cov")
 CORPUS = os.path.join(HOST, "fuzz-corpus", "meta")
 REGRESS = os.path.join(HOST, "fuzz-corpus", "meta-regress")
+SEEDS = os.path.join(HOST, "fuzz-corpus", "seeds")
 
 LONG = os.environ.get("PMC_LONG", os.environ.get("LONG", "0")) not in ("", "0")
 LONG_RUNS = int(os.environ.get("PMC_FUZZ_RUNS", "10000000"))
@@ -97,8 +102,8 @@ def corpus_size(d):
 def test_corpus_and_regressions_replay_clean(fuzzer):
     """Every corpus and regression input loads without a crash, a sanitizer
     report or a broken invariant."""
-    files = inputs(CORPUS) + inputs(REGRESS)
-    assert len(inputs(CORPUS)) >= 10
+    files = inputs(CORPUS) + inputs(SEEDS) + inputs(REGRESS)
+    assert len(inputs(CORPUS)) >= 10 and len(inputs(SEEDS)) >= 10
     rc, out, reports = run([fuzzer, "-runs=1"] + files, 300)
     assert rc == 0 and reports == 0, out[-4000:]
     assert out.count("Executed ") == len(files), out[-2000:]
@@ -114,7 +119,7 @@ def test_corpus_covers_the_loader(fuzzer, tmp_path):
     """The corpus still reaches most of pmc_meta.c (the loader, recovery and
     the write path after it): a harness or format change that stops the
     inputs from loading shows here."""
-    lines, funcs, _ = coverage([CORPUS, REGRESS], tmp_path)
+    lines, funcs, _ = coverage([CORPUS, SEEDS, REGRESS], tmp_path)
     assert lines["percent"] >= 85, lines
     assert funcs["percent"] >= 90, funcs
 
@@ -162,3 +167,83 @@ def test_long_fuzz(fuzzer, tmp_path, figures):
     print(out[-1500:])
     assert rc == 0 and reports == 0 and crashes == 0, out[-4000:]
     assert execs >= LONG_RUNS
+
+
+# Checks of the loader put back to the bug they prevent, one at a time
+# (what, text of pmc_meta.c, text of the mutant): replaying the corpus and
+# the regression inputs must catch each.
+SRC = os.path.normpath(os.path.join(HERE, "..", "dm-pmemcache"))
+CHECKS_REMOVED = [
+    ("a superblock larger than the device is taken",
+     "\tif (le64_to_cpu(sb.pmem_bytes) > pmem_bytes) {\n",
+     "\tif (0) {\n"),
+    ("geometry lets the data blocks run past the device",
+     "\t\tif (off + n * block_size <= pmem_bytes)\n",
+     "\t\tif (off <= pmem_bytes)\n"),
+    ("a sector mask beyond the block is live",
+     "\t\tvalid && !(valid & ~m->full_mask) &&\n",
+     "\t\tvalid &&\n"),
+    ("a block number beyond 48 bits is live",
+     "\t\tle64_to_cpu(r->oblock) <= PMC_OBLOCK_MAX &&\n",
+     ""),
+    ("a seq above PMC_SEQ_MAX is live",
+     " &&\n\t\tle64_to_cpu(r->seq) <= PMC_SEQ_MAX;\n",
+     ";\n"),
+    ("a write takes a seq above PMC_SEQ_MAX (fuzz_meta found it)",
+     "\tif (seq > PMC_SEQ_MAX)\n\t\treturn -EIO;\n",
+     ""),
+    ("recovery leaves torn records as they are",
+     "\t\t\tst->torn++;\n\t\t\tpmc_meta_invalidate(m, slot, PMC_P_RECOVER);\n",
+     "\t\t\tst->torn++;\n"),
+    ("the older of two live copies stays live",
+     "\t\t\t\tpmc_index_unlink(idx, old);\n"
+     "\t\t\t\tpmc_meta_invalidate(m, old, PMC_P_RECOVER);\n",
+     "\t\t\t\tpmc_index_unlink(idx, old);\n"),
+]
+
+
+FUZZ_FLAGS = ["-g", "-O1", "-std=gnu11", "-I" + SRC,
+              "-fsanitize=fuzzer,address,undefined",
+              "-fno-sanitize-recover=all"]
+
+
+@pytest.fixture(scope="module")
+def fuzz_objs(tmp_path_factory):
+    """The harness and the unchanged units, compiled once for the mutants."""
+    d = tmp_path_factory.mktemp("fuzz_objs")
+    objs = []
+    for src in [os.path.join(HOST, "fuzz_meta.c"),
+                os.path.join(SRC, "pmc_index.c"),
+                os.path.join(SRC, "user", "pmc_shim_user.c")]:
+        o = str(d / (os.path.basename(src) + ".o"))
+        p = subprocess.run(["clang", *FUZZ_FLAGS, "-c", "-o", o, src],
+                           capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr
+        objs.append(o)
+    return objs
+
+
+@pytest.mark.parametrize("what,fixed,broken", CHECKS_REMOVED,
+                         ids=[c[0].replace(" ", "-") for c in CHECKS_REMOVED])
+def test_removed_loader_check_is_caught(fuzz_objs, tmp_path, what, fixed,
+                                        broken):
+    """The replay is no test that cannot fail: with one check of pmc_meta.c
+    removed, some corpus or regression input must crash or report."""
+    with open(os.path.join(SRC, "pmc_meta.c")) as f:
+        text = f.read()
+    assert text.count(fixed) == 1, "mutant text not found: " + what
+    mutant = tmp_path / "pmc_meta.c"
+    mutant.write_text(text.replace(fixed, broken))
+    binary = str(tmp_path / "fuzz_meta")
+    p = subprocess.run(["clang", *FUZZ_FLAGS, "-o", binary, str(mutant),
+                        *fuzz_objs], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    # the replay stops at the first input that crashes or reports
+    rc, out, reports = run([binary, "-runs=1"] + inputs(CORPUS) +
+                           inputs(SEEDS) + inputs(REGRESS), 300)
+    if reports:
+        first = REPORT.search(out)
+        ran = re.findall(r"^Running: (\S+)", out[:first.start()], re.M)
+        print("%s: caught by %s: %s" % (
+            what, os.path.basename(ran[-1]) if ran else "?", first.group(0)))
+    assert rc != 0 and reports, "not caught: " + what

@@ -5,7 +5,7 @@
  * bytes of the namespace (superblock, then the records).  The checksums
  * are kept as they are: the seeds are real images.
  *
- * usage: fuzz_seed IMAGE OUT [FLAGS [GEOMETRY [BAD0 [BAD1 [OPS_HEX]]]]]
+ * usage: fuzz_seed IMAGE OUT [FLAGS [STRIPE [BAD0 [BAD1 [OPS_HEX]]]]]
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -32,7 +32,7 @@ int main(int argc, char **argv)
 	int i;
 
 	if (argc < 3) {
-		fprintf(stderr, "usage: fuzz_seed IMAGE OUT [FLAGS [GEOMETRY [BAD0 [BAD1 [OPS_HEX]]]]]\n");
+		fprintf(stderr, "usage: fuzz_seed IMAGE OUT [FLAGS [STRIPE [BAD0 [BAD1 [OPS_HEX]]]]]\n");
 		return 2;
 	}
 	f = fopen(argv[1], "rb");
@@ -44,11 +44,10 @@ int main(int argc, char **argv)
 		return fprintf(stderr, "%s: too small\n", argv[1]), 2;
 	memcpy(&sb, img, sizeof(sb));
 	hdr[0] = argc > 3 ? (u8)strtoul(argv[3], NULL, 0) : 0x04;
-	hdr[1] = argc > 4 ? (u8)strtoul(argv[4], NULL, 0) : 0;
+	/* the table's block size is the image's; STRIPE: bits 2-7 */
 	for (v = 512, i = 0; i < 3 && v < sb.block_size; v <<= 1)
 		i++;
-	if (argc <= 4)
-		hdr[1] = (u8)i;
+	hdr[1] = (u8)i | (argc > 4 ? (u8)(strtoul(argv[4], NULL, 0) << 2) : 0);
 	/* the device size as fuzz_meta.c's parse() reads it */
 	v = (u32)(len >> 12);
 	if (v > 255)
