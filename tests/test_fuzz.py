@@ -38,6 +38,10 @@ FUZZ_COV = os.path.join(HOST, "fuzz_meta_cov")
 CORPUS = os.path.join(HOST, "fuzz-corpus", "meta")
 REGRESS = os.path.join(HOST, "fuzz-corpus", "meta-regress")
 SEEDS = os.path.join(HOST, "fuzz-corpus", "seeds")
+FUZZ_TABLE = os.path.join(HOST, "fuzz_table")
+FUZZ_TABLE_COV = os.path.join(HOST, "fuzz_table_cov")
+TABLE_CORPUS = os.path.join(HOST, "fuzz-corpus", "table")
+TABLE_MAX_LEN = 256
 
 LONG = os.environ.get("PMC_LONG", os.environ.get("LONG", "0")) not in ("", "0")
 LONG_RUNS = int(os.environ.get("PMC_FUZZ_RUNS", "10000000"))
@@ -46,12 +50,13 @@ MAX_LEN = 4096
 # What a sanitizer or the harness prints when it finds something.
 REPORT = re.compile(r"ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|"
                     r"runtime error:|SUMMARY: UndefinedBehaviorSanitizer|"
-                    r"fuzz_meta: .*violated")
+                    r"fuzz_(meta|table): .*violated")
 
 
 @pytest.fixture(scope="module")
 def fuzzer():
-    p = build(["make", "-s", "-C", HOST, "fuzz_meta", "fuzz_meta_cov"])
+    p = build(["make", "-s", "-C", HOST, "fuzz_meta", "fuzz_meta_cov",
+               "fuzz_table", "fuzz_table_cov"])
     assert p.returncode == 0, p.stdout + p.stderr
     return FUZZ
 
@@ -73,22 +78,23 @@ def stats(out):
     return {k: int(v) for k, v in re.findall(r"^stat::(\w+):\s+(\d+)", out, re.M)}
 
 
-def coverage(corpus_dirs, tmp_path):
-    """Lines and functions of pmc_meta.c that the inputs execute (clang
-    source-based coverage of the harness replaying them)."""
+def coverage(corpus_dirs, tmp_path, binary=FUZZ_COV, source="pmc_meta.c"):
+    """Lines, functions and regions of dm-pmemcache/@source that the
+    inputs execute (clang source-based coverage of the harness replaying
+    them)."""
     raw = str(tmp_path / "cov.profraw")
     prof = str(tmp_path / "cov.profdata")
     env = dict(os.environ, LLVM_PROFILE_FILE=raw)
     files = [f for d in corpus_dirs for f in inputs(d)]
-    rc, out, _ = run([FUZZ_COV, "-runs=1"] + files, 600, env)
+    rc, out, _ = run([binary, "-runs=1"] + files, 600, env)
     assert rc == 0, out[-3000:]
     subprocess.run(["llvm-profdata", "merge", "-sparse", "-o", prof, raw],
                    check=True)
     p = subprocess.run(["llvm-cov", "export", "-summary-only", "-format=text",
-                        FUZZ_COV, "-instr-profile=" + prof],
+                        binary, "-instr-profile=" + prof],
                        capture_output=True, text=True, check=True)
     meta = [f["summary"] for f in json.loads(p.stdout)["data"][0]["files"]
-            if f["filename"].endswith("dm-pmemcache/pmc_meta.c")]
+            if f["filename"].endswith("dm-pmemcache/" + source)]
     assert len(meta) == 1, p.stdout[:2000]
     t = meta[0]
     return t["lines"], t["functions"], t["regions"]
@@ -247,3 +253,102 @@ def test_removed_loader_check_is_caught(fuzz_objs, tmp_path, what, fixed,
         print("%s: caught by %s: %s" % (
             what, os.path.basename(ran[-1]) if ran else "?", first.group(0)))
     assert rc != 0 and reports, "not caught: " + what
+
+
+# ---- the table's feature parser (pmc_table.c, tests/host/fuzz_table.c) ----
+
+def test_table_corpus_replays_clean(fuzzer):
+    files = inputs(TABLE_CORPUS)
+    assert len(files) >= 10
+    rc, out, reports = run([FUZZ_TABLE, "-runs=1"] + files, 300)
+    assert rc == 0 and reports == 0, out[-4000:]
+    assert out.count("Executed ") == len(files), out[-2000:]
+
+
+def test_table_corpus_covers_the_parser(fuzzer, tmp_path):
+    lines, funcs, _ = coverage([TABLE_CORPUS], tmp_path, FUZZ_TABLE_COV,
+                               "pmc_table.c")
+    assert lines["percent"] >= 95, lines
+    assert funcs["percent"] == 100, funcs
+
+
+def test_table_short_fuzz(fuzzer, tmp_path):
+    work = tmp_path / "corpus"
+    shutil.copytree(TABLE_CORPUS, work)
+    art = tmp_path / "artifacts"
+    art.mkdir()
+    rc, out, reports = run([FUZZ_TABLE, "-runs=100000", "-seed=1",
+                            "-max_len=%d" % TABLE_MAX_LEN,
+                            "-print_final_stats=1",
+                            "-artifact_prefix=%s/" % art, str(work)], 300)
+    assert rc == 0 and reports == 0 and not os.listdir(art), out[-4000:]
+
+
+TABLE_CHECKS_REMOVED = [
+    ("a tunable out of range is taken",
+     "*v < t->min || *v > t->max", "*v < t->min"),
+    ("a feature given twice is taken",
+     "\t\t    (t >= 0 && (f->set & BIT(t)))) {", "\t\t    0) {"),
+    ("low_watermark above high_watermark is taken",
+     "\tif (f->val[PMC_T_LOW_WM] > f->val[PMC_T_HIGH_WM]) {", "\tif (0) {"),
+    ("a feature count that lies is taken",
+     "\tif (n != argc) {", "\tif (n > argc) {"),
+    ("a feature's missing value is read",
+     "\t\tif (!argc) {\n\t\t\t*error = \"Feature argument is missing its value\";",
+     "\t\tif (0) {\n\t\t\t*error = \"Feature argument is missing its value\";"),
+]
+
+
+@pytest.mark.parametrize("what,fixed,broken", TABLE_CHECKS_REMOVED,
+                         ids=[c[0].replace(" ", "-") for c in TABLE_CHECKS_REMOVED])
+def test_removed_parser_check_is_caught(fuzzer, tmp_path, what, fixed, broken):
+    """With one check of pmc_table.c removed, replaying the table corpus
+    must crash or report."""
+    with open(os.path.join(SRC, "pmc_table.c")) as f:
+        text = f.read()
+    assert text.count(fixed) == 1, "mutant text not found: " + what
+    mutant = tmp_path / "pmc_table.c"
+    mutant.write_text(text.replace(fixed, broken))
+    binary = str(tmp_path / "fuzz_table")
+    p = subprocess.run(["clang", *FUZZ_FLAGS, "-o", binary,
+                        os.path.join(HOST, "fuzz_table.c"), str(mutant)],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    rc, out, reports = run([binary, "-runs=1"] + inputs(TABLE_CORPUS), 300)
+    if reports:
+        first = REPORT.search(out)
+        ran = re.findall(r"^Running: (\S+)", out[:first.start()], re.M)
+        print("%s: caught by %s: %s" % (
+            what, os.path.basename(ran[-1]) if ran else "?", first.group(0)))
+    assert rc != 0 and reports, "not caught: " + what
+
+
+@pytest.mark.skipif(not LONG, reason="long form: PMC_LONG=1 (make test-long)")
+def test_long_fuzz_table(fuzzer, tmp_path, figures):
+    """PMC_FUZZ_RUNS executions of the feature parser, one process."""
+    work = tmp_path / "corpus"
+    shutil.copytree(TABLE_CORPUS, work)
+    art = tmp_path / "artifacts"
+    art.mkdir()
+    rc, out, reports = run(["nice", "-n", "10", FUZZ_TABLE,
+                            "-runs=%d" % LONG_RUNS, "-seed=29",
+                            "-max_len=%d" % TABLE_MAX_LEN,
+                            "-print_final_stats=1",
+                            "-artifact_prefix=%s/" % art, str(work)], 6 * 3600)
+    st = stats(out)
+    crashes = len(os.listdir(art))
+    execs = st.get("number_of_executed_units", 0)
+    n, size = corpus_size(work)
+    lines, funcs, regions = coverage([work], tmp_path, FUZZ_TABLE_COV,
+                                     "pmc_table.c")
+    figures["fuzz_table executions"] = "%d (%d/s)" % (
+        execs, st.get("average_exec_per_sec", 0))
+    figures["fuzz_table corpus"] = "%d inputs, %d bytes" % (n, size)
+    figures["fuzz_table coverage of pmc_table.c"] = \
+        "lines %d/%d (%.1f%%), functions %d/%d, regions %.1f%%" % (
+            lines["covered"], lines["count"], lines["percent"],
+            funcs["covered"], funcs["count"], regions["percent"])
+    figures["fuzz_table crashes / sanitizer reports"] = "%d / %d" % (
+        crashes, reports)
+    assert rc == 0 and reports == 0 and crashes == 0, out[-4000:]
+    assert execs >= LONG_RUNS
