@@ -26,6 +26,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 
 import pytest
 
@@ -144,35 +145,47 @@ def test_short_fuzz_from_corpus(fuzzer, tmp_path):
     assert stats(out)["number_of_executed_units"] >= 20000
 
 
-@pytest.mark.skipif(not LONG, reason="long form: PMC_LONG=1 (make test-long)")
-def test_long_fuzz(fuzzer, tmp_path, figures):
-    """PMC_FUZZ_RUNS executions (>= 10,000,000 by default) in one process,
-    from the corpus: no crash, no sanitizer report; figures printed."""
+def long_fuzz(name, binary, cov_binary, source, corpus, cov_extra, max_len,
+              tmp_path, figures):
+    """PMC_FUZZ_RUNS executions of @binary in one niced process from a copy
+    of @corpus; figures: executions, corpus, coverage of @source, crashes
+    and sanitizer reports."""
     work = tmp_path / "corpus"
-    shutil.copytree(CORPUS, work)
+    shutil.copytree(corpus, work)
     art = tmp_path / "artifacts"
     art.mkdir()
-    rc, out, reports = run(["nice", "-n", "10", fuzzer, "-runs=%d" % LONG_RUNS,
-                            "-seed=29", "-max_len=%d" % MAX_LEN,
+    t0 = time.monotonic()
+    rc, out, reports = run(["nice", "-n", "10", binary, "-runs=%d" % LONG_RUNS,
+                            "-seed=29", "-max_len=%d" % max_len,
                             "-print_final_stats=1",
                             "-artifact_prefix=%s/" % art, str(work)], 6 * 3600)
+    secs = max(time.monotonic() - t0, 1)
     st = stats(out)
     crashes = len(os.listdir(art))
     execs = st.get("number_of_executed_units", 0)
     n, size = corpus_size(work)
-    lines, funcs, regions = coverage([work, REGRESS], tmp_path)
-    figures["fuzz_meta executions"] = "%d (%d/s)" % (
-        execs, st.get("average_exec_per_sec", 0))
-    figures["fuzz_meta corpus"] = "%d inputs, %d bytes" % (n, size)
-    figures["fuzz_meta coverage of pmc_meta.c"] = \
+    lines, funcs, regions = coverage([work] + cov_extra, tmp_path, cov_binary,
+                                     source)
+    figures[name + " executions"] = "%d in %d s (%d/s)" % (
+        execs, secs, execs / secs)
+    figures[name + " corpus"] = "%d inputs, %d bytes" % (n, size)
+    figures["%s coverage of %s" % (name, source)] = \
         "lines %d/%d (%.1f%%), functions %d/%d, regions %.1f%%" % (
             lines["covered"], lines["count"], lines["percent"],
             funcs["covered"], funcs["count"], regions["percent"])
-    figures["fuzz_meta crashes / sanitizer reports"] = "%d / %d" % (
+    figures[name + " crashes / sanitizer reports"] = "%d / %d" % (
         crashes, reports)
     print(out[-1500:])
     assert rc == 0 and reports == 0 and crashes == 0, out[-4000:]
     assert execs >= LONG_RUNS
+
+
+@pytest.mark.skipif(not LONG, reason="long form: PMC_LONG=1 (make test-long)")
+def test_long_fuzz(fuzzer, tmp_path, figures):
+    """PMC_FUZZ_RUNS executions (>= 10,000,000 by default) in one process,
+    from the corpus: no crash, no sanitizer report; figures printed."""
+    long_fuzz("fuzz_meta", fuzzer, FUZZ_COV, "pmc_meta.c", CORPUS,
+              [SEEDS, REGRESS], MAX_LEN, tmp_path, figures)
 
 
 # Checks of the loader put back to the bug they prevent, one at a time
@@ -213,6 +226,28 @@ FUZZ_FLAGS = ["-g", "-O1", "-std=gnu11", "-I" + SRC,
               "-fno-sanitize-recover=all"]
 
 
+def assert_mutant_caught(what, name, fixed, broken, objs, files, tmp_path):
+    """dm-pmemcache/@name with @fixed replaced by @broken, linked with
+    @objs (sources or objects): replaying @files must crash or report (the
+    replay stops at the first input that does)."""
+    with open(os.path.join(SRC, name)) as f:
+        text = f.read()
+    assert text.count(fixed) == 1, "mutant text not found: " + what
+    mutant = tmp_path / name
+    mutant.write_text(text.replace(fixed, broken))
+    binary = str(tmp_path / "fuzz_mutant")
+    p = subprocess.run(["clang", *FUZZ_FLAGS, "-o", binary, str(mutant),
+                        *objs], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    rc, out, reports = run([binary, "-runs=1"] + files, 300)
+    if reports:
+        first = REPORT.search(out)
+        ran = re.findall(r"^Running: (\S+)", out[:first.start()], re.M)
+        print("%s: caught by %s: %s" % (
+            what, os.path.basename(ran[-1]) if ran else "?", first.group(0)))
+    assert rc != 0 and reports, "not caught: " + what
+
+
 @pytest.fixture(scope="module")
 def fuzz_objs(tmp_path_factory):
     """The harness and the unchanged units, compiled once for the mutants."""
@@ -235,24 +270,9 @@ def test_removed_loader_check_is_caught(fuzz_objs, tmp_path, what, fixed,
                                         broken):
     """The replay is no test that cannot fail: with one check of pmc_meta.c
     removed, some corpus or regression input must crash or report."""
-    with open(os.path.join(SRC, "pmc_meta.c")) as f:
-        text = f.read()
-    assert text.count(fixed) == 1, "mutant text not found: " + what
-    mutant = tmp_path / "pmc_meta.c"
-    mutant.write_text(text.replace(fixed, broken))
-    binary = str(tmp_path / "fuzz_meta")
-    p = subprocess.run(["clang", *FUZZ_FLAGS, "-o", binary, str(mutant),
-                        *fuzz_objs], capture_output=True, text=True)
-    assert p.returncode == 0, p.stderr
-    # the replay stops at the first input that crashes or reports
-    rc, out, reports = run([binary, "-runs=1"] + inputs(CORPUS) +
-                           inputs(SEEDS) + inputs(REGRESS), 300)
-    if reports:
-        first = REPORT.search(out)
-        ran = re.findall(r"^Running: (\S+)", out[:first.start()], re.M)
-        print("%s: caught by %s: %s" % (
-            what, os.path.basename(ran[-1]) if ran else "?", first.group(0)))
-    assert rc != 0 and reports, "not caught: " + what
+    assert_mutant_caught(what, "pmc_meta.c", fixed, broken, fuzz_objs,
+                         inputs(CORPUS) + inputs(SEEDS) + inputs(REGRESS),
+                         tmp_path)
 
 
 # ---- the table's feature parser (pmc_table.c, tests/host/fuzz_table.c) ----
@@ -304,51 +324,13 @@ TABLE_CHECKS_REMOVED = [
 def test_removed_parser_check_is_caught(fuzzer, tmp_path, what, fixed, broken):
     """With one check of pmc_table.c removed, replaying the table corpus
     must crash or report."""
-    with open(os.path.join(SRC, "pmc_table.c")) as f:
-        text = f.read()
-    assert text.count(fixed) == 1, "mutant text not found: " + what
-    mutant = tmp_path / "pmc_table.c"
-    mutant.write_text(text.replace(fixed, broken))
-    binary = str(tmp_path / "fuzz_table")
-    p = subprocess.run(["clang", *FUZZ_FLAGS, "-o", binary,
-                        os.path.join(HOST, "fuzz_table.c"), str(mutant)],
-                       capture_output=True, text=True)
-    assert p.returncode == 0, p.stderr
-    rc, out, reports = run([binary, "-runs=1"] + inputs(TABLE_CORPUS), 300)
-    if reports:
-        first = REPORT.search(out)
-        ran = re.findall(r"^Running: (\S+)", out[:first.start()], re.M)
-        print("%s: caught by %s: %s" % (
-            what, os.path.basename(ran[-1]) if ran else "?", first.group(0)))
-    assert rc != 0 and reports, "not caught: " + what
+    assert_mutant_caught(what, "pmc_table.c", fixed, broken,
+                         [os.path.join(HOST, "fuzz_table.c")],
+                         inputs(TABLE_CORPUS), tmp_path)
 
 
 @pytest.mark.skipif(not LONG, reason="long form: PMC_LONG=1 (make test-long)")
 def test_long_fuzz_table(fuzzer, tmp_path, figures):
     """PMC_FUZZ_RUNS executions of the feature parser, one process."""
-    work = tmp_path / "corpus"
-    shutil.copytree(TABLE_CORPUS, work)
-    art = tmp_path / "artifacts"
-    art.mkdir()
-    rc, out, reports = run(["nice", "-n", "10", FUZZ_TABLE,
-                            "-runs=%d" % LONG_RUNS, "-seed=29",
-                            "-max_len=%d" % TABLE_MAX_LEN,
-                            "-print_final_stats=1",
-                            "-artifact_prefix=%s/" % art, str(work)], 6 * 3600)
-    st = stats(out)
-    crashes = len(os.listdir(art))
-    execs = st.get("number_of_executed_units", 0)
-    n, size = corpus_size(work)
-    lines, funcs, regions = coverage([work], tmp_path, FUZZ_TABLE_COV,
-                                     "pmc_table.c")
-    figures["fuzz_table executions"] = "%d (%d/s)" % (
-        execs, st.get("average_exec_per_sec", 0))
-    figures["fuzz_table corpus"] = "%d inputs, %d bytes" % (n, size)
-    figures["fuzz_table coverage of pmc_table.c"] = \
-        "lines %d/%d (%.1f%%), functions %d/%d, regions %.1f%%" % (
-            lines["covered"], lines["count"], lines["percent"],
-            funcs["covered"], funcs["count"], regions["percent"])
-    figures["fuzz_table crashes / sanitizer reports"] = "%d / %d" % (
-        crashes, reports)
-    assert rc == 0 and reports == 0 and crashes == 0, out[-4000:]
-    assert execs >= LONG_RUNS
+    long_fuzz("fuzz_table", FUZZ_TABLE, FUZZ_TABLE_COV, "pmc_table.c",
+              TABLE_CORPUS, [], TABLE_MAX_LEN, tmp_path, figures)
