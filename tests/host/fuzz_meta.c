@@ -29,9 +29,11 @@
  *       records from PMC_RECORDS_OFFSET (the 4 KiB superblock area is
  *       given only up to its 256 bytes of superblock; the rest is zero)
  *
- * The image is a heap buffer of exactly the device size: AddressSanitizer
- * reports any access past the namespace.  Stores are durable at once (no
- * crash is modelled here: tests/host/crash_model.c does that).
+ * The image ends where its heap block ends and the bytes before it are
+ * poisoned: AddressSanitizer reports any access outside the namespace,
+ * and the pmem primitives below check their ranges too.  Stores are
+ * durable at once (no crash is modelled here: tests/host/crash_model.c
+ * does that).
  *
  * Checked after the load (abort() on a violation, which libFuzzer reports
  * as a crash and keeps as an input):
