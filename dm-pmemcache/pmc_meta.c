@@ -448,6 +448,7 @@ int pmc_meta_write_block(struct pmc_meta *m, struct pmc_index *idx,
 {
 	struct pmc_record r;
 	u32 old, keep = 0, flags = PMC_SF_DIRTY | pmc_epoch_flags(epoch);
+	u64 seq;
 	int ret;
 
 	*freed = PMC_NO_SLOT;
@@ -469,9 +470,17 @@ int pmc_meta_write_block(struct pmc_meta *m, struct pmc_index *idx,
 	pmc_cut_point(old == PMC_NO_SLOT ? PMC_CUT_NEW_W2 : PMC_CUT_OVER_W2);
 
 	/* W3: the new record, with a seq higher than every older copy. */
+	seq = pmc_atomic64_inc_return(&m->last_seq);
+	/*
+	 * Above PMC_SEQ_MAX the record would be dead on the next load and the
+	 * acknowledged write lost.  No run gets there; a forged seq near it
+	 * (corrupt or foreign metadata) does: fail the write, with no record.
+	 */
+	if (seq > PMC_SEQ_MAX)
+		return -EIO;
 	memset(&r, 0, sizeof(r));
 	r.oblock = cpu_to_le64(oblock);
-	r.seq = cpu_to_le64(pmc_atomic64_inc_return(&m->last_seq));
+	r.seq = cpu_to_le64(seq);
 	r.valid = cpu_to_le32(mask | keep);
 	r.state = cpu_to_le32(PMC_REC_DIRTY);
 	r.csum = cpu_to_le32(pmc_meta_record_csum(m->record_seed, new_slot, &r));

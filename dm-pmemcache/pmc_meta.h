@@ -86,8 +86,10 @@ int pmc_meta_read_record(const struct pmc_meta *m, u32 slot,
  * the new data into it.  Sectors that an older copy holds and the write
  * does not cover are copied first.  On return the write is durable and
  * the index points at @new_slot.  *freed is the superseded slot that may
- * go on the free list, or PMC_NO_SLOT.  Errors (-EIO: media error) leave
- * pmem and the index unchanged and @new_slot unused.
+ * go on the free list, or PMC_NO_SLOT.  Errors (-EIO: a media error, or no
+ * seq left below PMC_SEQ_MAX, which only forged metadata can cause) leave
+ * the records and the index unchanged and @new_slot unused (its data may
+ * have been written).
  */
 int pmc_meta_write_block(struct pmc_meta *m, struct pmc_index *idx,
 			 u64 oblock, u32 mask, u32 new_slot, u32 epoch,

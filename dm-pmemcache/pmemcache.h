@@ -17,6 +17,7 @@
 #include <linux/workqueue.h>
 
 #include "pmc_meta.h"
+#include "pmc_table.h"
 
 #define DM_MSG_PREFIX "pmemcache"
 
@@ -33,7 +34,6 @@
 #define PMC_THROUGH_POOL	16	/* writes through the cache, reserved */
 #define PMC_STRIPE_AUTO		(~0U)	/* stripe_blocks from the origin */
 #define PMC_SHUTDOWN_WAIT	(10 * HZ)	/* for writeback at reboot */
-#define PMC_MAX_STRIPE_BLOCKS	4096
 
 /* Conditions that raise a dm event when they begin or end (health.c). */
 enum pmc_health_bit {
@@ -42,12 +42,6 @@ enum pmc_health_bit {
 	PMC_H_FULL,
 	PMC_H_PMEM_GONE,
 	PMC_H_NR
-};
-
-enum pmc_route {
-	PMC_ROUTE_AUTO,		/* pfn bios if bdev_pfn(origin), else bounce */
-	PMC_ROUTE_PFN,		/* pfn bios only (refused if not supported) */
-	PMC_ROUTE_BOUNCE,	/* always through DRAM pages */
 };
 
 /* Index stripe: serialises a set of hash chains and their slots. */

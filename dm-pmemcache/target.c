@@ -15,71 +15,31 @@
 
 #include "pmemcache.h"
 
-#define PMC_OPT_WRITEBACK	"writeback"
-#define PMC_OPT_FLUSH_SUSPEND	"flush_on_suspend"
-#define PMC_OPT_CLEANER		"cleaner"
-#define PMC_OPT_FORMAT		"format"
-
-/*
- * Features with a number.  Those marked live can also be changed with a
- * message ("<name> <value>") while the cache runs.
- */
-struct pmc_tunable {
-	const char *name;
-	unsigned int min, max;
-	size_t off;		/* of the unsigned int in struct pmemcache */
-	const char *error;
-	bool live;		/* may change by message */
+/* Where each tunable of pmc_tunables[] (pmc_table.c) lives. */
+static const size_t pmc_tunable_off[PMC_NR_TUNABLES] = {
+	[PMC_T_HIGH_WM] = offsetof(struct pmemcache, high_wm),
+	[PMC_T_LOW_WM] = offsetof(struct pmemcache, low_wm),
+	[PMC_T_WB_JOBS] = offsetof(struct pmemcache, wb_jobs),
+	[PMC_T_MAX_AGE] = offsetof(struct pmemcache, max_age_ms),
+	[PMC_T_STRIPE] = offsetof(struct pmemcache, stripe_cfg),
+	[PMC_T_FULL_WAIT] = offsetof(struct pmemcache, full_wait_ms),
+	[PMC_T_SEQ_BYPASS] = offsetof(struct pmemcache, seq_bypass_kb),
 };
-
-#define PMC_TUNABLE(n, lo, hi, field, err, l) \
-	{ n, lo, hi, offsetof(struct pmemcache, field), err, l }
-
-static const struct pmc_tunable pmc_tunables[] = {
-	PMC_TUNABLE("high_watermark", 0, 100, high_wm,
-		    "Invalid high_watermark (0-100)", true),
-	PMC_TUNABLE("low_watermark", 0, 100, low_wm,
-		    "Invalid low_watermark (0-100)", true),
-	PMC_TUNABLE("writeback_jobs", 1, 65536, wb_jobs,
-		    "Invalid writeback_jobs (1-65536)", true),
-	PMC_TUNABLE("max_age", 0, 86400000, max_age_ms,
-		    "Invalid max_age (0-86400000 ms, 0: off)", true),
-	PMC_TUNABLE("stripe_blocks", 0, PMC_MAX_STRIPE_BLOCKS, stripe_cfg,
-		    "Invalid stripe_blocks (0-4096)", true),
-	PMC_TUNABLE("full_wait", 0, 60000, full_wait_ms,
-		    "Invalid full_wait (0-60000 ms)", true),
-	PMC_TUNABLE("seq_bypass", 0, 1048576, seq_bypass_kb,
-		    "Invalid seq_bypass (0-1048576 KiB)", true),
-};
-
-/* Words of all features together: 8 with a value, 3 without. */
-#define PMC_MAX_FEATURE_ARGS	(2 * ARRAY_SIZE(pmc_tunables) + 2 + 3)
 
 static unsigned int *pmc_tunable_ptr(struct pmemcache *pc, unsigned int i)
 {
-	return (unsigned int *)((char *)pc + pmc_tunables[i].off);
-}
-
-static int pmc_tunable_find(const char *name)
-{
-	unsigned int i;
-
-	for (i = 0; i < ARRAY_SIZE(pmc_tunables); i++)
-		if (!strcasecmp(name, pmc_tunables[i].name))
-			return i;
-	return -1;
+	return (unsigned int *)((char *)pc + pmc_tunable_off[i]);
 }
 
 /* Parse and range-check the value of tunable @i; set it if valid. */
 static int pmc_tunable_set(struct pmemcache *pc, unsigned int i,
 			   const char *arg, char **error)
 {
-	const struct pmc_tunable *t = &pmc_tunables[i];
+	const char *why;
 	unsigned int v;
 
-	/* not sscanf("%u"): it wraps, "4294967346" would be taken as 50 */
-	if (!arg || kstrtouint(arg, 10, &v) || v < t->min || v > t->max) {
-		*error = (char *)t->error;
+	if (pmc_tunable_parse(i, arg, &v, &why)) {
+		*error = (char *)why;
 		return -EINVAL;
 	}
 	WRITE_ONCE(*pmc_tunable_ptr(pc, i), v);
@@ -138,89 +98,33 @@ static const char *pmc_route_name(enum pmc_route r)
 	}
 }
 
+/* The feature words (pmc_features_parse(), pmc_table.c) into @pc. */
 static int pmc_parse_features(struct pmemcache *pc, struct dm_arg_set *as,
 			      char **error)
 {
-	static const char * const flags[] = {
-		PMC_OPT_WRITEBACK, PMC_OPT_FLUSH_SUSPEND, PMC_OPT_CLEANER,
-		PMC_OPT_FORMAT,
+	struct pmc_features f = {
+		.set = pc->tunables_set,
+		.route = pc->route,
+		.flush_on_suspend = pc->flush_on_suspend,
+		.cleaner = pc->cleaner,
+		.format = pc->format,
 	};
-	unsigned int argc, i, seen = 0;
-	const char *name;
-	int r, t;
+	const char *why;
+	unsigned int i;
 
-	if (!as->argc)
-		return 0;
-	if (kstrtouint(dm_shift_arg(as), 10, &argc) ||
-	    argc > PMC_MAX_FEATURE_ARGS) {
-		*error = "Invalid number of feature arguments";
+	for (i = 0; i < PMC_NR_TUNABLES; i++)
+		f.val[i] = *pmc_tunable_ptr(pc, i);
+	if (pmc_features_parse(&f, as->argc, as->argv, &why)) {
+		*error = (char *)why;
 		return -EINVAL;
 	}
-	if (argc != as->argc) {
-		*error = "Number of feature arguments differs from the features given";
-		return -EINVAL;
-	}
-
-	while (argc) {
-		name = dm_shift_arg(as);
-		argc--;
-
-		/* each feature once: flags in @seen, tunables in tunables_set */
-		for (i = 0; i < ARRAY_SIZE(flags); i++)
-			if (!strcasecmp(name, flags[i]))
-				break;
-		t = pmc_tunable_find(name);
-		if ((i < ARRAY_SIZE(flags) && (seen & BIT(i))) ||
-		    (t >= 0 && (pc->tunables_set & BIT(t)))) {
-			*error = "Feature argument given more than once";
-			return -EINVAL;
-		}
-		if (i < ARRAY_SIZE(flags))
-			seen |= BIT(i);
-
-		if (!strcasecmp(name, PMC_OPT_FLUSH_SUSPEND)) {
-			pc->flush_on_suspend = true;
-			continue;
-		}
-		if (!strcasecmp(name, PMC_OPT_CLEANER)) {
-			pc->cleaner = true;
-			continue;
-		}
-		if (!strcasecmp(name, PMC_OPT_FORMAT)) {
-			pc->format = true;
-			continue;
-		}
-		if (t < 0 && strcasecmp(name, PMC_OPT_WRITEBACK)) {
-			*error = "Unrecognised feature argument";
-			return -EINVAL;
-		}
-		if (!argc) {
-			*error = "Feature argument is missing its value";
-			return -EINVAL;
-		}
-		argc--;
-		if (t >= 0) {
-			r = pmc_tunable_set(pc, t, dm_shift_arg(as), error);
-			if (r)
-				return r;
-			continue;
-		}
-		name = dm_shift_arg(as);
-		if (!strcasecmp(name, "pfn")) {
-			pc->route = PMC_ROUTE_PFN;
-		} else if (!strcasecmp(name, "bounce")) {
-			pc->route = PMC_ROUTE_BOUNCE;
-		} else if (!strcasecmp(name, "auto")) {
-			pc->route = PMC_ROUTE_AUTO;
-		} else {
-			*error = "Invalid writeback mode (pfn, bounce or auto)";
-			return -EINVAL;
-		}
-	}
-	if (pc->low_wm > pc->high_wm) {
-		*error = "low_watermark is above high_watermark";
-		return -EINVAL;
-	}
+	for (i = 0; i < PMC_NR_TUNABLES; i++)
+		*pmc_tunable_ptr(pc, i) = f.val[i];
+	pc->tunables_set = f.set;
+	pc->route = f.route;
+	pc->flush_on_suspend = f.flush_on_suspend;
+	pc->cleaner = f.cleaner;
+	pc->format = f.format;
 	return 0;
 }
 
@@ -442,7 +346,7 @@ static void pmc_status(struct dm_target *ti, status_type_t type,
 		if (!nf)
 			break;
 		DMEMIT(" %u", nf);
-		for (i = 0; i < ARRAY_SIZE(pmc_tunables); i++)
+		for (i = 0; i < PMC_NR_TUNABLES; i++)
 			if (pc->tunables_set & BIT(i))
 				DMEMIT(" %s %u", pmc_tunables[i].name,
 				       READ_ONCE(*pmc_tunable_ptr(pc, i)));
@@ -509,9 +413,9 @@ static int pmc_message_tunable(struct pmemcache *pc, unsigned int argc,
 		      pmc_tunables[t].name);
 		return -EINVAL;
 	}
-	if (t == pmc_tunable_find("stripe_blocks"))
+	if (t == PMC_T_STRIPE)
 		DMINFO("stripe_blocks takes effect at the next resume");
-	if (t == pmc_tunable_find("max_age"))
+	if (t == PMC_T_MAX_AGE)
 		pmc_writeback_age_changed(pc);
 	pmc_writeback_kick(pc);
 	return 0;

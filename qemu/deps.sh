@@ -7,6 +7,7 @@ pkgs=(
 	qemu-system-x86 qemu-utils
 	dmsetup libdevmapper-dev mdadm fio ndctl busybox-static lvm2
 	libjson-c-dev pkg-config valgrind
+	clang llvm libclang-rt-14-dev	# fuzzing: libFuzzer, sanitizers, llvm-cov
 	python3-pytest python3-pytest-xdist python3-matplotlib python3-git
 	bcache-tools
 	lintian fakeroot	# make deb, make deb-kernel (bindeb-pkg)

@@ -14,6 +14,8 @@
 #include <string.h>
 #include <errno.h>
 #include <stdio.h>
+#include <ctype.h>
+#include <strings.h>
 
 typedef uint8_t u8;
 typedef uint16_t u16;
@@ -35,6 +37,61 @@ typedef uint64_t __le64;
 #ifndef ARRAY_SIZE
 #define ARRAY_SIZE(a)	(sizeof(a) / sizeof((a)[0]))
 #endif
+#ifndef BIT
+#define BIT(n)		(1UL << (n))
+#endif
+
+/*
+ * The kernel's kstrtouint() (lib/kstrtox.c) for the table parser
+ * (pmc_table.c): an optional '+', digits of @base (10 or 16; 0x taken
+ * only with base 16 or 0), one optional trailing newline and nothing
+ * else; -ERANGE above UINT_MAX, -EINVAL otherwise.
+ */
+static inline int kstrtouint(const char *s, unsigned int base,
+			     unsigned int *res)
+{
+	unsigned long long v = 0;
+	unsigned int d, n = 0;
+	bool over = false;
+
+	if (*s == '+')
+		s++;
+	if (!base) {
+		base = 10;
+		if (s[0] == '0') {
+			base = 8;
+			if ((s[1] | 0x20) == 'x' && isxdigit((unsigned char)s[2]))
+				base = 16;
+		}
+	}
+	if (base == 16 && s[0] == '0' && (s[1] | 0x20) == 'x')
+		s += 2;
+	for (;; s++, n++) {
+		if (*s >= '0' && *s <= '9')
+			d = *s - '0';
+		else if ((*s | 0x20) >= 'a' && (*s | 0x20) <= 'f')
+			d = (*s | 0x20) - 'a' + 10;
+		else
+			break;
+		if (d >= base)
+			break;
+		if (v > (~0ULL - d) / base)
+			over = true;
+		v = v * base + d;
+	}
+	if (!n)
+		return -EINVAL;
+	if (over)
+		return -ERANGE;
+	if (*s == '\n')
+		s++;
+	if (*s)
+		return -EINVAL;
+	if (v != (unsigned int)v)
+		return -ERANGE;
+	*res = (unsigned int)v;
+	return 0;
+}
 #define READ_ONCE(x)	(*(volatile __typeof__(x) *)&(x))
 #define WRITE_ONCE(x, v) (*(volatile __typeof__(x) *)&(x) = (v))
 
