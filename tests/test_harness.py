@@ -167,6 +167,8 @@ def test_a_boot_that_never_reaches_init_is_killed_and_booted_again(tmp_path, mon
     monkeypatch.setattr(vm_module, "LOGDIR", tmp_path)
     monkeypatch.setattr(vm_module, "BOOT_WAIT", 1)
     hung = vm_module.QEMU_RETRIES["hung boots"]
+    # the retries these tests provoke are not the run's: undone afterwards
+    monkeypatch.setitem(vm_module.QEMU_RETRIES, "hung boots", hung)
     guest = FakeBoots("fake", tmp_path / "state")
     if how == "run":
         assert guest.run("true").value("KEY") == "ran"
@@ -178,3 +180,130 @@ def test_a_boot_that_never_reaches_init_is_killed_and_booted_again(tmp_path, mon
     pid = int((tmp_path / "fake.1.log.pid").read_text())
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)         # the hung boot's process group is gone
+
+
+class ReportingHungBoot(FakeBoots):
+    """The first boot prints a kernel WARNING and then hangs before init."""
+
+    def command(self, script, *, log=None, **opts):
+        if self.boots == 1:
+            return ["sh", "-c", "echo '[    1.0] WARNING: CPU: 0 PID: 1 at x' > %s; exec sleep 15"
+                    % BootFiles.of(log).console]
+        return super().command(script, log=log, **opts)
+
+
+@pytest.mark.parametrize("how", ["run", "start"])
+def test_a_discarded_boot_is_scanned_for_kernel_reports(tmp_path, monkeypatch, how):
+    """The boot the harness throws away and boots again is a boot like any
+    other: its kernel report fails the test (and the retry is counted)."""
+    monkeypatch.setattr(vm_module, "LOGDIR", tmp_path)
+    monkeypatch.setattr(vm_module, "BOOT_WAIT", 1)
+    hung = vm_module.QEMU_RETRIES["hung boots"]
+    # the retries these tests provoke are not the run's: undone afterwards
+    monkeypatch.setitem(vm_module.QEMU_RETRIES, "hung boots", hung)
+    guest = ReportingHungBoot("fake", tmp_path / "state")
+    with injected_reports(), pytest.raises(AssertionError, match="kernel reported problems"):
+        if how == "run":
+            guest.run("true")
+        else:
+            guest.start("true")
+    assert vm_module.QEMU_RETRIES["hung boots"] == hung + 1
+
+
+# The session-level checks of conftest.py, in a pytest of their own: the
+# real conftest.py and vm.py beside a made-up test file.
+SESSION_TEST = '''
+import pytest
+import vm
+
+def test_a(figures):
+    figures["answer"] = 42
+
+@pytest.mark.skipif(True, reason=%(reason)r)
+def test_skipped():
+    pass
+
+def test_retries():
+    vm.QEMU_RETRIES["boots"] += %(retries)d
+'''
+
+
+def session(tmp_path, reason="long crash model run: set PMC_LONG=1", retries=0, **env):
+    """Run SESSION_TEST under the real conftest.py: (exit status, output,
+    the figures JSON it wrote)."""
+    import json
+    import shutil
+    import subprocess
+    import sys
+    here = os.path.dirname(os.path.abspath(__file__))
+    run = tmp_path / "run"
+    run.mkdir(parents=True)
+    for f in ("conftest.py", "vm.py"):
+        shutil.copy(os.path.join(here, f), run / f)
+    (run / "test_session.py").write_text(SESSION_TEST % dict(reason=reason, retries=retries))
+    out = tmp_path / "figures.json"
+    environ = {k: v for k, v in os.environ.items() if k not in ("CI", "PMC_RETRY_LIMIT")}
+    environ.update(KCACHE=str(tmp_path / "kcache"), KBUILD=str(tmp_path / "no-build"),
+                   PMC_FIGURES_OUT=str(out), **env)
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rs",
+                           "test_session.py"], cwd=run, env=environ, capture_output=True,
+                          text=True, timeout=120)
+    return proc.returncode, proc.stdout + proc.stderr, json.loads(out.read_text())
+
+
+def test_the_figures_block_is_written_as_json_with_its_run(tmp_path):
+    rc, out, figs = session(tmp_path, PMC_SEED="5")
+    assert rc == 0, out
+    assert figs["figures"]["answer"] == 42
+    assert figs["figures"]["boots booted again"].startswith("0 after QEMU's abort, 0 hung")
+    assert figs["retries"] == {"boots": 0, "hung boots": 0, "limit": 3}
+    assert figs["kernel"] == "product" and figs["exitstatus"] == 0
+    assert "PMC_SEED=5" in figs["command"] and "test_session.py" in figs["command"]
+    assert figs["tests"] == {"passed": 2, "skipped": 1}
+    assert re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC$", figs["date"]) and figs["commit"]
+
+
+def test_boot_retries_over_the_limit_fail_the_run(tmp_path):
+    rc, out, figs = session(tmp_path, retries=4)
+    assert rc == 1 and "4 boots booted again" in out and "PMC_RETRY_LIMIT=3" in out, out
+    assert figs["retries"]["boots"] == 4 and figs["exitstatus"] == 1
+    rc, out, _ = session(tmp_path / "limit", retries=4, PMC_RETRY_LIMIT="4")
+    assert rc == 0, out
+
+
+@pytest.mark.parametrize("reason,ci,fails", [
+    ("long crash model run: set PMC_LONG=1", "true", False),     # long-only: allowed
+    ("mutation testing: set PMC_LONG=1", "true", False),
+    ("no valgrind", "true", True),
+    ("no valgrind", "", False),                                  # not under CI
+])
+def test_under_ci_a_skip_that_is_not_long_only_fails_the_run(tmp_path, reason, ci, fails):
+    rc, out, figs = session(tmp_path, reason=reason, CI=ci)
+    assert rc == (1 if fails else 0), out
+    assert ("unexpected skip of test_session.py::test_skipped: " + reason in out) is fails, out
+    assert bool(figs["harness_failures"]) is fails
+
+
+def test_workers_figures_reports_and_retries_add_up():
+    """pytest -n: what each worker sends (pytest_sessionfinish) adds up in
+    the controller (pytest_testnodedown)."""
+    import json
+    import types
+    import conftest
+    saved = [dict(d) for d in (conftest.FIGURES, vm_module.REPORT_TALLY, vm_module.QEMU_RETRIES)]
+    try:
+        conftest.FIGURES.clear()
+        for d in (vm_module.REPORT_TALLY, vm_module.QEMU_RETRIES):
+            d.update({k: 0 for k in d})
+        for n in (1, 2):
+            sent = json.dumps([{"cuts": ["%d of %d", n, 10], "seed": n},
+                               {"boots": 5, "reports": 0, "injected": n},
+                               {"boots": n, "hung boots": 1}])
+            conftest.pytest_testnodedown(types.SimpleNamespace(workeroutput={"figures": sent}), None)
+        assert conftest.FIGURES == {"cuts": ["%d of %d", 3, 20], "seed": 2}
+        assert vm_module.REPORT_TALLY == {"boots": 10, "reports": 0, "injected": 3}
+        assert vm_module.QEMU_RETRIES == {"boots": 3, "hung boots": 2}
+    finally:
+        for d, old in zip((conftest.FIGURES, vm_module.REPORT_TALLY, vm_module.QEMU_RETRIES), saved):
+            d.clear()
+            d.update(old)
