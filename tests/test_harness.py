@@ -307,3 +307,153 @@ def test_workers_figures_reports_and_retries_add_up():
         for d, old in zip((conftest.FIGURES, vm_module.REPORT_TALLY, vm_module.QEMU_RETRIES), saved):
             d.clear()
             d.update(old)
+
+
+# ---- the docs against the code (issue 30): figures and constants that
+# docs/reliability.md states must be the ones the code and tests use.
+
+REPO = vm_module.REPO
+
+
+def source(path):
+    return (REPO / path).read_text()
+
+
+def code(path, pattern):
+    """The groups of pattern's first match in a source file, as ints."""
+    m = re.search(pattern, source(path), re.S | re.M)
+    assert m, "%s: no match for %r (the check needs updating)" % (path, pattern)
+    return tuple(int(g) for g in m.groups())
+
+
+def prose(doc_path="docs/reliability.md"):
+    """A doc with the generated figures section cut out (the kept runs
+    quote what held on their day: render_figures.py annotates those)."""
+    import render_figures
+    text = source(doc_path)
+    if render_figures.BEGIN in text:
+        head, rest = text.split(render_figures.BEGIN)
+        text = head + rest.split(render_figures.END, 1)[1]
+    return " ".join(text.split())        # line breaks as spaces
+
+
+def number(s):
+    return int(s.replace(",", ""))
+
+
+def window_cuts():
+    """(short list of points, cuts of the long plan at the default rounds)."""
+    import random
+    import test_window_cuts as wc
+    rounds, = code("tests/test_window_cuts.py", r'PMC_WINDOW_ROUNDS", "(\d+)"')
+    saved, wc.ROUNDS = wc.ROUNDS, rounds
+    try:
+        return wc.SHORT, len(wc.plan(random.Random(1), only=None, long=True))
+    finally:
+        wc.ROUNDS = saved
+
+
+def doc_constants():
+    """(doc, regex over its prose, the values the code has): each regex
+    must occur, and each occurrence's numbers must be the code's."""
+    import render_figures
+    short_points, long_cuts = window_cuts()
+    fuzz = code("tests/test_bad_input.py",
+                r'PMC_FUZZ_TABLES", "(\d+)" if LONG else "(\d+)".*?'
+                r'PMC_FUZZ_MESSAGES", "(\d+)" if LONG else "(\d+)"')
+    powercuts = code("tests/test_target_powercut.py", r'PMC_POWERCUTS", "(\d+)" if LONG else "(\d+)"')
+    volatile = code("tests/test_durability.py", r'PMC_DURABLE_CUTS", "(\d+)" if LONG else "(\d+)"')
+    factor, = code("tests/vm.py", r"TIMEOUT_FACTOR = (\d+) if KASAN_KERNEL")
+    boot_wait, = code("tests/vm.py", r"BOOT_WAIT = (\d+) \* TIMEOUT_FACTOR")
+    rel = "docs/reliability.md"
+    return [
+        (rel, r"at the N-th hit of one of (\d+) named points", (render_figures.cut_points(),)),
+        # test_full_failing.py: centiseconds, fio's start included
+        (rel, r"fail with `EIO` within (\d+) s",
+         tuple(n // 100 for n in code("tests/test_full_failing.py",
+                                      r'for name in \("CACHED", "UNCACHED"\):.*?cs < (\d+)'))),
+        (rel, r"resume and remove within (\d+) s",
+         tuple(n // 100 for n in code("tests/test_full_failing.py",
+                                      r'for name in \("SUSPEND", "RELOAD".*?cs < (\d+)'))),
+        (rel, r"the guest gone within (\d+) s",
+         code("tests/test_shutdown.py", r"wait_down\(proc, boot, (\d+)\)")),
+        (rel, r"`flush` fails within (\d+) s",
+         code("tests/test_faults.py", r"timeout (\d+) dmsetup message pc 0 flush 2>/dev/null \|\| rc=")),
+        (rel, r"(\d[\d,]*) fuzzed table lines and (\d+) messages", (fuzz[1], fuzz[3])),
+        (rel, r"(\d[\d,]*) table lines and (\d+) messages\) and prints", (fuzz[0], fuzz[2])),
+        (rel, r"(\d+) power cuts, (\d+) cuts over the volatile origin \(one per mode",
+         (powercuts[1], volatile[1])),
+        (rel, r"(\d+) power cuts, (\d+) cuts over the volatile origin, every window point cut",
+         (powercuts[0], volatile[0])),
+        (rel, r"(\d+) window cuts \(", (len(short_points),)),
+        (rel, r"`recover_load` cuts \((\d+) cuts\)", (long_cuts,)),
+        (rel, r"until (\d[\d,]*) writes are acknowledged \((\d[\d,]*) with `PMC_LONG=1`\)",
+         code("tests/test_durability.py", r"acks=(\d+) if not LONG else (\d+)")),
+        (rel, r"within (\d+) s \((\d+) s on the debug kernel\)", (boot_wait, boot_wait * factor)),
+        (rel, r"checks the sectors of the next (\d+) writes",
+         code("tests/test_durability.py", r"^UNSEEN_MAX = (\d+)")),
+        (rel, r"more than `PMC_RETRY_LIMIT` \((\d+)\)",
+         code("tests/conftest.py", r'PMC_RETRY_LIMIT", "(\d+)"')),
+        ("docs/dm-pmemcache.rst", r"the notifier waits at most (\d+) s",
+         code("dm-pmemcache/pmemcache.h", r"#define PMC_SHUTDOWN_WAIT\s+\((\d+) \* HZ\)")),
+    ]
+
+
+def test_the_docs_state_the_constants_the_code_has():
+    wrong = []
+    for doc, pattern, want in doc_constants():
+        found = [tuple(number(g) for g in m.groups()) for m in re.finditer(pattern, prose(doc))]
+        if not found:
+            wrong.append("%s no longer says %r: reword the check with the doc" % (doc, pattern))
+        wrong += ["%s: %r says %s, the code has %s" % (doc, pattern, got, want)
+                  for got in found if got != tuple(want)]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_short_window_cuts_the_doc_lists_are_the_tests():
+    short_points, _ = window_cuts()
+    m = re.search(r"\d+ window cuts \(((?:`\w+`(?:, )?)+)", prose())
+    assert m and re.findall(r"`(\w+)`", m.group(1)) == short_points, m and m.group(1)
+
+
+def test_test_names_in_the_docs_exist():
+    """Every test (and test file) the docs, README and kept figures name."""
+    defined = set()
+    for f in (REPO / "tests").rglob("*.py"):
+        defined.update(re.findall(r"^\s*def (test_\w+)", f.read_text(), re.M))
+    texts = {str(p.relative_to(REPO)): p.read_text()
+             for p in [REPO / "README.md"] + sorted((REPO / "docs").glob("*.md"))
+             + sorted((REPO / "docs").glob("*.rst")) + sorted((REPO / "docs/figures").glob("*.json"))}
+    missing = []
+    for name, text in texts.items():
+        for t in sorted(set(re.findall(r"\b(test_\w+?)(\.py)?\b", text))):
+            if t[1] and not list(REPO.glob("tests/**/%s.py" % t[0])):
+                missing.append("%s: %s.py" % (name, t[0]))
+            elif not t[1] and t[0] not in defined and not (REPO / "tests" / (t[0] + ".py")).exists():
+                missing.append("%s: %s" % (name, t[0]))
+    assert not missing, "named in the docs, not in tests/:\n" + "\n".join(missing)
+
+
+def test_the_figures_table_is_rendered_from_the_kept_runs():
+    """docs/reliability.md's figures section is exactly what
+    tests/render_figures.py makes of docs/figures/*.json: a hand edit fails."""
+    import render_figures
+    doc = source("docs/reliability.md")
+    want = render_figures.expected(doc)
+    assert doc == want, "docs/reliability.md's figures section is not the rendered one: " \
+        "run /usr/bin/python3 tests/render_figures.py (and keep figures in docs/figures/)"
+
+
+def test_a_run_at_other_cut_points_says_so(tmp_path):
+    import json
+    import render_figures
+    run = {"date": "2026-12-05", "kernel": "product", "command": "pytest", "commit": "a" * 40,
+           "dirty": True, "exitstatus": 0, "tests": {"passed": 3}, "cut_points": 16,
+           "figures": {"cuts": "51 | 0"}}
+    (tmp_path / "r.json").write_text(json.dumps(run))
+    text = render_figures.render(render_figures.load_runs(tmp_path), 17)
+    assert "run at 16 cut points, `pmc_cut.h` has 17 now" in text
+    assert "| `r` | 2026-12-05 | aaaaaaaaaaaa (dirty tree) | product | `pytest` | written by pytest, " \
+           "exit status 0; tests: 3 passed;" in text
+    assert "| cuts | 51 \\| 0 | run `r` |" in text
+    assert "run at" not in render_figures.render(render_figures.load_runs(tmp_path), 16)
