@@ -85,7 +85,8 @@ def pytest_testnodedown(node, error):
 def skip_reason(report):
     """The reason of a skipped test report ("Skipped: " stripped)."""
     longrepr = report.longrepr
-    reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+    # (path, line, reason); a list when it came from a pytest -n worker
+    reason = str(longrepr[2]) if isinstance(longrepr, (tuple, list)) else str(longrepr)
     return reason[len("Skipped: "):] if reason.startswith("Skipped: ") else reason
 
 

@@ -152,7 +152,7 @@ def test_route_check_of_runs_without_counters():
 def test_benchmarks_md_has_the_raid5_pfn_vs_bounce_rows(tmp_path, monkeypatch):
     import json
     runs = drain_run()
-    runs["hdd-raid5"].update(rc=0, fio_files=[], date="d", minutes=1)
+    runs["hdd-raid5"].update(rc=0, fio_files=[], date="d", minutes=1, commit="04cb5155f28e")
     settings = {"quick": True, "runtime_s": 2, "repeats": 1, "size": "256M", "drain_mb": 16,
                 "models": run_bench.MODELS, "layouts": run_bench.LAYOUTS, "jobs": run_bench.JOBS}
     (tmp_path / "results.json").write_text(json.dumps({"settings": settings, "runs": runs}))
@@ -163,6 +163,7 @@ def test_benchmarks_md_has_the_raid5_pfn_vs_bounce_rows(tmp_path, monkeypatch):
     assert "| hdd-raid5 | pfn vs bounce | QEMU CPU s per GiB written back (host) | <= 1.0x | 0.25x |" in md
     assert "| hdd-raid5 | dm-pmemcache pfn | 1.00 | 64.00 | 16.0 | 32.00 | 64.00 | 4096 / 0 | 0.25x |" in md
     assert "The boots' idle QEMU CPU: hdd-raid5 0.1000 s per s." in md
+    assert "| boot hdd-raid5 | d, commit 04cb5155f28e, 1 min, " in md
 
 
 # The generated pages and what regenerates each one from the kept JSON.

@@ -457,3 +457,10 @@ def test_a_run_at_other_cut_points_says_so(tmp_path):
            "exit status 0; tests: 3 passed;" in text
     assert "| cuts | 51 \\| 0 | run `r` |" in text
     assert "run at" not in render_figures.render(render_figures.load_runs(tmp_path), 16)
+
+
+def test_skip_reasons_read_alike_from_this_process_and_from_a_worker():
+    import types
+    import conftest
+    for longrepr in (("t.py", 3, "Skipped: no valgrind"), ["t.py", 3, "Skipped: no valgrind"]):
+        assert conftest.skip_reason(types.SimpleNamespace(longrepr=longrepr)) == "no valgrind"

@@ -144,8 +144,9 @@ def main():
     add("| host | %s, %s CPUs |" % (
         hi.get("cpu", platform.processor() or "?"), hi.get("nproc", os.cpu_count())))
     for key, run in runs.items():
-        add("| boot %s | %s, %s min, host load average %s at the start, %s at the end; %s |" % (
-            key, run.get("date", "?"), run.get("minutes", "?"), run.get("loadavg_start", "?"),
+        add("| boot %s | %s%s, %s min, host load average %s at the start, %s at the end; %s |" % (
+            key, run.get("date", "?"), ", commit %s" % run["commit"] if run.get("commit") else "",
+            run.get("minutes", "?"), run.get("loadavg_start", "?"),
             run.get("loadavg_end", "?"), "guest exited %d" % run["rc"] if run["rc"] else "ok"))
     add("| guest | QEMU q35 under TCG, -smp 2, 2 GiB RAM; kernel 6.1 + core-patches; "
         "/dev/pmem0 = 1 GiB emulated NVDIMM (raw namespace; fsdax for dm-writecache) |")
