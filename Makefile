@@ -151,7 +151,7 @@ bench: image
 
 # docs/reliability.md's figures table from the kept runs, docs/figures/*.json
 # (pytest writes one per run: PMC_FIGURES_OUT=docs/figures/NAME.json, or
-# $(KCACHE)/test-logs/CHECKOUT/figures-TIME.json); make test fails when the
+# $(KCACHE)/test-logs/CHECKOUT/figures-TIME-PID.json); make test fails when the
 # page differs from what this renders.
 figures:
 	@$(PY) tests/render_figures.py

@@ -29,7 +29,7 @@ def vm(request, tmp_path):
 # [fmt, n1, n2, ...] is a sum: tests of several workers that give the same
 # figure add up (add_figure), and it is printed as fmt % (n1, n2, ...).
 # The block is also written as JSON (figures_json): to
-# $KCACHE/test-logs/<checkout>/figures-<time>.json, and to PMC_FIGURES_OUT
+# $KCACHE/test-logs/<checkout>/figures-<time>-<pid>.json, and to PMC_FIGURES_OUT
 # if set (docs/figures/*.json are kept runs: tests/render_figures.py makes
 # docs/reliability.md's figures table from them).
 FIGURES = {}
@@ -161,7 +161,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         terminalreporter.write_line("%-40s %s" % (k, v))
     text = json.dumps(figures_json(config, exitstatus, shown), indent=1) + "\n"
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    paths = [LOGDIR / ("figures-%s.json" % stamp)]
+    paths = [LOGDIR / ("figures-%s-%d.json" % (stamp, os.getpid()))]
     if os.environ.get("PMC_FIGURES_OUT"):
         paths.append(os.path.abspath(os.environ["PMC_FIGURES_OUT"]))
     for path in paths:

@@ -4,7 +4,7 @@
 The table between the markers BEGIN and END below is generated: every row
 comes from one of docs/figures/*.json, the figures block a pytest run
 wrote (tests/conftest.py: PMC_FIGURES_OUT=docs/figures/NAME.json, and every
-run that printed figures also writes $KCACHE/test-logs/CHECKOUT/figures-TIME.json),
+run that printed figures also writes $KCACHE/test-logs/CHECKOUT/figures-TIME-PID.json),
 or, marked transcribed, figures copied from a dated run log that is not kept.
 Each run is listed with its date, commit, kernel and command, and each
 figure names its run. A newer run replaces an older one by deleting the

@@ -167,8 +167,9 @@ def test_a_boot_that_never_reaches_init_is_killed_and_booted_again(tmp_path, mon
     monkeypatch.setattr(vm_module, "LOGDIR", tmp_path)
     monkeypatch.setattr(vm_module, "BOOT_WAIT", 1)
     hung = vm_module.QEMU_RETRIES["hung boots"]
-    # the retries these tests provoke are not the run's: undone afterwards
+    # the retries and boots these tests fake are not the run's: undone afterwards
     monkeypatch.setitem(vm_module.QEMU_RETRIES, "hung boots", hung)
+    monkeypatch.setitem(vm_module.REPORT_TALLY, "boots", vm_module.REPORT_TALLY["boots"])
     guest = FakeBoots("fake", tmp_path / "state")
     if how == "run":
         assert guest.run("true").value("KEY") == "ran"
@@ -199,8 +200,9 @@ def test_a_discarded_boot_is_scanned_for_kernel_reports(tmp_path, monkeypatch, h
     monkeypatch.setattr(vm_module, "LOGDIR", tmp_path)
     monkeypatch.setattr(vm_module, "BOOT_WAIT", 1)
     hung = vm_module.QEMU_RETRIES["hung boots"]
-    # the retries these tests provoke are not the run's: undone afterwards
+    # the retries and boots these tests fake are not the run's: undone afterwards
     monkeypatch.setitem(vm_module.QEMU_RETRIES, "hung boots", hung)
+    monkeypatch.setitem(vm_module.REPORT_TALLY, "boots", vm_module.REPORT_TALLY["boots"])
     guest = ReportingHungBoot("fake", tmp_path / "state")
     with injected_reports(), pytest.raises(AssertionError, match="kernel reported problems"):
         if how == "run":
