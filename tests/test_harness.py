@@ -368,7 +368,21 @@ def doc_constants():
     factor, = code("tests/vm.py", r"TIMEOUT_FACTOR = (\d+) if KASAN_KERNEL")
     boot_wait, = code("tests/vm.py", r"BOOT_WAIT = (\d+) \* TIMEOUT_FACTOR")
     rel = "docs/reliability.md"
+    seeds = re.search(r'parametrize\("seed", \[([\d, ]+)\]\)\s*def test_every_acknowledged_write_survives'
+                      r'_crashes\(crash_model, seed\):\s*r = run_model\(crash_model, "--ops", "(\d+)"',
+                      source("tests/test_crash_model.py"))
+    assert seeds, "test_crash_model.py: the short runs moved (the check needs updating)"
+    quick = code("tests/host/mutants.py", r'^QUICK_RUNS = \[\["--ops", "(\d+)", "--seed", str\(s\)\] '
+                 r'for s in \([\d, ]+\)\]')
     return [
+        (rel, r"short forms \((\d+) crash model seeds of (\d[\d,]*) operations",
+         (len(seeds.group(1).split(",")), int(seeds.group(2)))),
+        (rel, r"every mutant until one of (\d+) runs of (\d[\d,]*) operations catches it",
+         (len(re.search(r'^QUICK_RUNS = .*for s in \(([\d, ]+)\)', source("tests/host/mutants.py"),
+                        re.M).group(1).split(",")), quick[0])),
+        (rel, r"long forms \(crash model `--ops (\d+)` and a 3-writer `--ops (\d+)`",
+         code("tests/test_crash_model.py", r'"--ops", "(\d+)", "--seed", "7",.*?"--ops", "(\d+)", '
+              r'"--seed", "8",\s*"--writers", "3"')),
         (rel, r"at the N-th hit of one of (\d+) named points", (render_figures.cut_points(),)),
         # test_full_failing.py: centiseconds, fio's start included
         (rel, r"fail with `EIO` within (\d+) s",
