@@ -162,14 +162,22 @@ class FakeBoots(VM):
                 "echo '@@EXIT 0@@' > %s" % (files.console, files.out, files.result)]
 
 
-@pytest.mark.parametrize("how", ["run", "start"])
-def test_a_boot_that_never_reaches_init_is_killed_and_booted_again(tmp_path, monkeypatch, how):
+@pytest.fixture
+def fake_boots(tmp_path, monkeypatch):
+    """Fake boots that give up on init after 1 s; returns the hung-boot
+    count before. The retries and boots they make are not the run's:
+    undone afterwards."""
     monkeypatch.setattr(vm_module, "LOGDIR", tmp_path)
     monkeypatch.setattr(vm_module, "BOOT_WAIT", 1)
     hung = vm_module.QEMU_RETRIES["hung boots"]
-    # the retries and boots these tests fake are not the run's: undone afterwards
     monkeypatch.setitem(vm_module.QEMU_RETRIES, "hung boots", hung)
     monkeypatch.setitem(vm_module.REPORT_TALLY, "boots", vm_module.REPORT_TALLY["boots"])
+    return hung
+
+
+@pytest.mark.parametrize("how", ["run", "start"])
+def test_a_boot_that_never_reaches_init_is_killed_and_booted_again(tmp_path, fake_boots, how):
+    hung = fake_boots
     guest = FakeBoots("fake", tmp_path / "state")
     if how == "run":
         assert guest.run("true").value("KEY") == "ran"
@@ -194,15 +202,10 @@ class ReportingHungBoot(FakeBoots):
 
 
 @pytest.mark.parametrize("how", ["run", "start"])
-def test_a_discarded_boot_is_scanned_for_kernel_reports(tmp_path, monkeypatch, how):
+def test_a_discarded_boot_is_scanned_for_kernel_reports(tmp_path, fake_boots, how):
     """The boot the harness throws away and boots again is a boot like any
     other: its kernel report fails the test (and the retry is counted)."""
-    monkeypatch.setattr(vm_module, "LOGDIR", tmp_path)
-    monkeypatch.setattr(vm_module, "BOOT_WAIT", 1)
-    hung = vm_module.QEMU_RETRIES["hung boots"]
-    # the retries and boots these tests fake are not the run's: undone afterwards
-    monkeypatch.setitem(vm_module.QEMU_RETRIES, "hung boots", hung)
-    monkeypatch.setitem(vm_module.REPORT_TALLY, "boots", vm_module.REPORT_TALLY["boots"])
+    hung = fake_boots
     guest = ReportingHungBoot("fake", tmp_path / "state")
     with injected_reports(), pytest.raises(AssertionError, match="kernel reported problems"):
         if how == "run":
