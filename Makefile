@@ -28,7 +28,7 @@ PY        := /usr/bin/python3
 PYTEST    := $(PY) -m pytest
 
 .PHONY: all deps kernel module userspace install uninstall image vm test test-long demo \
-	bench bench-check clean check-series deb deb-pmemcachectl deb-modules deb-kernel
+	bench bench-check figures clean check-series deb deb-pmemcachectl deb-modules deb-kernel
 
 all: kernel module userspace image
 
@@ -150,6 +150,13 @@ bench: image
 	@KCACHE=$(KCACHE) KBUILD=$(KBUILD) $(PY) tests/bench/run_overload_bench.py
 	@KCACHE=$(KCACHE) KBUILD=$(KBUILD) $(PY) tests/bench/run_scale_bench.py
 	@KCACHE=$(KCACHE) KBUILD=$(KBUILD) $(PY) tests/bench/run_bench.py
+
+# docs/reliability.md's figures table from the kept runs, docs/figures/*.json
+# (pytest writes one per run: PMC_FIGURES_OUT=docs/figures/NAME.json, or
+# $(KCACHE)/test-logs/CHECKOUT/figures-TIME-PID.json); make test fails when the
+# page differs from what this renders.
+figures:
+	@$(PY) tests/render_figures.py
 
 # pmemcachectl check on a 64 GiB image: this tree against the version that
 # read one record per pread, on the host (no VM, about 3 minutes); writes

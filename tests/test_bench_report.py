@@ -2,6 +2,8 @@
 the figures of docs/benchmarks.md come from these functions, so they are
 checked on made-up guest output with known answers."""
 import sys
+
+import pytest
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "bench"))
@@ -150,7 +152,7 @@ def test_route_check_of_runs_without_counters():
 def test_benchmarks_md_has_the_raid5_pfn_vs_bounce_rows(tmp_path, monkeypatch):
     import json
     runs = drain_run()
-    runs["hdd-raid5"].update(rc=0, fio_files=[], date="d", minutes=1)
+    runs["hdd-raid5"].update(rc=0, fio_files=[], date="d", minutes=1, commit="04cb5155f28e")
     settings = {"quick": True, "runtime_s": 2, "repeats": 1, "size": "256M", "drain_mb": 16,
                 "models": run_bench.MODELS, "layouts": run_bench.LAYOUTS, "jobs": run_bench.JOBS}
     (tmp_path / "results.json").write_text(json.dumps({"settings": settings, "runs": runs}))
@@ -161,3 +163,47 @@ def test_benchmarks_md_has_the_raid5_pfn_vs_bounce_rows(tmp_path, monkeypatch):
     assert "| hdd-raid5 | pfn vs bounce | QEMU CPU s per GiB written back (host) | <= 1.0x | 0.25x |" in md
     assert "| hdd-raid5 | dm-pmemcache pfn | 1.00 | 64.00 | 16.0 | 32.00 | 64.00 | 4096 / 0 | 0.25x |" in md
     assert "The boots' idle QEMU CPU: hdd-raid5 0.1000 s per s." in md
+    assert "| boot hdd-raid5 | d, commit 04cb5155f28e, 1 min, " in md
+
+
+# The generated pages and what regenerates each one from the kept JSON.
+# report.py's figures must never be typed into docs/benchmarks.md by hand:
+# `make bench` would silently overwrite the edit (issue 30).
+# In this order: report.py links the pages that exist.
+PAGES = {
+    "docs/bench/route.md": ["tests/bench/run_route_bench.py", "--report"],
+    "docs/bench/overload.md": ["tests/bench/run_overload_bench.py", "--report"],
+    "docs/bench/scale.md": ["tests/bench/run_scale_bench.py", "--report"],
+    "docs/benchmarks.md": ["tests/bench/report.py"],
+}
+
+
+def test_the_benchmark_pages_regenerate_byte_identical_from_the_kept_json(tmp_path):
+    import shutil
+    import subprocess
+    pytest.importorskip("matplotlib")
+    repo = Path(__file__).resolve().parent.parent
+    # a copy: the generators write their pages (and plots) where they live
+    shutil.copytree(repo / "docs", tmp_path / "docs")
+    shutil.copytree(repo / "tests/bench", tmp_path / "tests/bench",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(repo / "tests/vm.py", tmp_path / "tests/vm.py")
+    for page, cmd in PAGES.items():
+        (tmp_path / page).unlink()
+        proc = subprocess.run([sys.executable] + cmd, cwd=tmp_path, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+    # writeback.md has no report-only mode: its write_md() from the kept JSON
+    (tmp_path / "docs/bench/writeback.md").unlink()
+    proc = subprocess.run([sys.executable, "-c", "import json, sys; sys.path[:0] = ['tests', "
+                           "'tests/bench']; import run_wb_bench as w; w.write_md(json.loads("
+                           "open('docs/bench/writeback.json').read()))"],
+                          cwd=tmp_path, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    for page in list(PAGES) + ["docs/bench/writeback.md"]:
+        want, got = (repo / page).read_text(), (tmp_path / page).read_text()
+        if want != got:
+            import difflib
+            diff = "".join(list(difflib.unified_diff(
+                want.splitlines(True), got.splitlines(True), page, "regenerated"))[:40])
+            raise AssertionError("%s differs from what its generator writes from the kept "
+                                 "JSON (edit the generator, not the page):\n%s" % (page, diff))

@@ -162,11 +162,22 @@ class FakeBoots(VM):
                 "echo '@@EXIT 0@@' > %s" % (files.console, files.out, files.result)]
 
 
-@pytest.mark.parametrize("how", ["run", "start"])
-def test_a_boot_that_never_reaches_init_is_killed_and_booted_again(tmp_path, monkeypatch, how):
+@pytest.fixture
+def fake_boots(tmp_path, monkeypatch):
+    """Fake boots that give up on init after 1 s; returns the hung-boot
+    count before. The retries and boots they make are not the run's:
+    undone afterwards."""
     monkeypatch.setattr(vm_module, "LOGDIR", tmp_path)
     monkeypatch.setattr(vm_module, "BOOT_WAIT", 1)
     hung = vm_module.QEMU_RETRIES["hung boots"]
+    monkeypatch.setitem(vm_module.QEMU_RETRIES, "hung boots", hung)
+    monkeypatch.setitem(vm_module.REPORT_TALLY, "boots", vm_module.REPORT_TALLY["boots"])
+    return hung
+
+
+@pytest.mark.parametrize("how", ["run", "start"])
+def test_a_boot_that_never_reaches_init_is_killed_and_booted_again(tmp_path, fake_boots, how):
+    hung = fake_boots
     guest = FakeBoots("fake", tmp_path / "state")
     if how == "run":
         assert guest.run("true").value("KEY") == "ran"
@@ -178,3 +189,297 @@ def test_a_boot_that_never_reaches_init_is_killed_and_booted_again(tmp_path, mon
     pid = int((tmp_path / "fake.1.log.pid").read_text())
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)         # the hung boot's process group is gone
+
+
+class ReportingHungBoot(FakeBoots):
+    """The first boot prints a kernel WARNING and then hangs before init."""
+
+    def command(self, script, *, log=None, **opts):
+        if self.boots == 1:
+            return ["sh", "-c", "echo '[    1.0] WARNING: CPU: 0 PID: 1 at x' > %s; exec sleep 15"
+                    % BootFiles.of(log).console]
+        return super().command(script, log=log, **opts)
+
+
+@pytest.mark.parametrize("how", ["run", "start"])
+def test_a_discarded_boot_is_scanned_for_kernel_reports(tmp_path, fake_boots, how):
+    """The boot the harness throws away and boots again is a boot like any
+    other: its kernel report fails the test (and the retry is counted)."""
+    hung = fake_boots
+    guest = ReportingHungBoot("fake", tmp_path / "state")
+    with injected_reports(), pytest.raises(AssertionError, match="kernel reported problems"):
+        if how == "run":
+            guest.run("true")
+        else:
+            guest.start("true")
+    assert vm_module.QEMU_RETRIES["hung boots"] == hung + 1
+
+
+# The session-level checks of conftest.py, in a pytest of their own: the
+# real conftest.py and vm.py beside a made-up test file.
+SESSION_TEST = '''
+import pytest
+import vm
+
+def test_a(figures):
+    figures["answer"] = 42
+
+@pytest.mark.skipif(True, reason=%(reason)r)
+def test_skipped():
+    pass
+
+def test_retries():
+    vm.QEMU_RETRIES["boots"] += %(retries)d
+'''
+
+
+def session(tmp_path, reason="long crash model run: set PMC_LONG=1", retries=0, **env):
+    """Run SESSION_TEST under the real conftest.py: (exit status, output,
+    the figures JSON it wrote)."""
+    import json
+    import shutil
+    import subprocess
+    import sys
+    here = os.path.dirname(os.path.abspath(__file__))
+    run = tmp_path / "run"
+    run.mkdir(parents=True)
+    for f in ("conftest.py", "vm.py"):
+        shutil.copy(os.path.join(here, f), run / f)
+    (run / "test_session.py").write_text(SESSION_TEST % dict(reason=reason, retries=retries))
+    out = tmp_path / "figures.json"
+    environ = {k: v for k, v in os.environ.items() if k not in ("CI", "PMC_RETRY_LIMIT")}
+    environ.update(KCACHE=str(tmp_path / "kcache"), KBUILD=str(tmp_path / "no-build"),
+                   PMC_FIGURES_OUT=str(out), **env)
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rs",
+                           "test_session.py"], cwd=run, env=environ, capture_output=True,
+                          text=True, timeout=120)
+    return proc.returncode, proc.stdout + proc.stderr, json.loads(out.read_text())
+
+
+def test_the_figures_block_is_written_as_json_with_its_run(tmp_path):
+    rc, out, figs = session(tmp_path, PMC_SEED="5")
+    assert rc == 0, out
+    assert figs["figures"]["answer"] == 42
+    assert figs["figures"]["boots booted again"].startswith("0 after QEMU's abort, 0 hung")
+    assert figs["retries"] == {"boots": 0, "hung boots": 0, "limit": 3}
+    assert figs["kernel"] == "product" and figs["exitstatus"] == 0
+    assert "PMC_SEED=5" in figs["command"] and "test_session.py" in figs["command"]
+    assert figs["tests"] == {"passed": 2, "skipped": 1}
+    assert re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC$", figs["date"]) and figs["commit"]
+
+
+def test_boot_retries_over_the_limit_fail_the_run(tmp_path):
+    rc, out, figs = session(tmp_path, retries=4)
+    assert rc == 1 and "4 boots booted again" in out and "PMC_RETRY_LIMIT=3" in out, out
+    assert figs["retries"]["boots"] == 4 and figs["exitstatus"] == 1
+    rc, out, _ = session(tmp_path / "limit", retries=4, PMC_RETRY_LIMIT="4")
+    assert rc == 0, out
+
+
+@pytest.mark.parametrize("reason,ci,fails", [
+    ("long crash model run: set PMC_LONG=1", "true", False),     # long-only: allowed
+    ("mutation testing: set PMC_LONG=1", "true", False),
+    ("no valgrind", "true", True),
+    ("no valgrind", "", False),                                  # not under CI
+])
+def test_under_ci_a_skip_that_is_not_long_only_fails_the_run(tmp_path, reason, ci, fails):
+    rc, out, figs = session(tmp_path, reason=reason, CI=ci)
+    assert rc == (1 if fails else 0), out
+    assert ("unexpected skip of test_session.py::test_skipped: " + reason in out) is fails, out
+    assert bool(figs["harness_failures"]) is fails
+
+
+def test_workers_figures_reports_and_retries_add_up():
+    """pytest -n: what each worker sends (pytest_sessionfinish) adds up in
+    the controller (pytest_testnodedown)."""
+    import json
+    import types
+    import conftest
+    saved = [dict(d) for d in (conftest.FIGURES, vm_module.REPORT_TALLY, vm_module.QEMU_RETRIES)]
+    try:
+        conftest.FIGURES.clear()
+        for d in (vm_module.REPORT_TALLY, vm_module.QEMU_RETRIES):
+            d.update({k: 0 for k in d})
+        for n in (1, 2):
+            sent = json.dumps([{"cuts": ["%d of %d", n, 10], "seed": n},
+                               {"boots": 5, "reports": 0, "injected": n},
+                               {"boots": n, "hung boots": 1}])
+            conftest.pytest_testnodedown(types.SimpleNamespace(workeroutput={"figures": sent}), None)
+        assert conftest.FIGURES == {"cuts": ["%d of %d", 3, 20], "seed": 2}
+        assert vm_module.REPORT_TALLY == {"boots": 10, "reports": 0, "injected": 3}
+        assert vm_module.QEMU_RETRIES == {"boots": 3, "hung boots": 2}
+    finally:
+        for d, old in zip((conftest.FIGURES, vm_module.REPORT_TALLY, vm_module.QEMU_RETRIES), saved):
+            d.clear()
+            d.update(old)
+
+
+# ---- the docs against the code (issue 30): figures and constants that
+# docs/reliability.md states must be the ones the code and tests use.
+
+REPO = vm_module.REPO
+
+
+def source(path):
+    return (REPO / path).read_text()
+
+
+def code(path, pattern):
+    """The groups of pattern's first match in a source file, as ints."""
+    m = re.search(pattern, source(path), re.S | re.M)
+    assert m, "%s: no match for %r (the check needs updating)" % (path, pattern)
+    return tuple(int(g) for g in m.groups())
+
+
+def prose(doc_path="docs/reliability.md"):
+    """A doc with the generated figures section cut out (the kept runs
+    quote what held on their day: render_figures.py annotates those)."""
+    import render_figures
+    text = source(doc_path)
+    if render_figures.BEGIN in text:
+        head, rest = text.split(render_figures.BEGIN)
+        text = head + rest.split(render_figures.END, 1)[1]
+    return " ".join(text.split())        # line breaks as spaces
+
+
+def number(s):
+    return int(s.replace(",", ""))
+
+
+def window_cuts():
+    """(short list of points, cuts of the long plan at the default rounds)."""
+    import random
+    import test_window_cuts as wc
+    rounds, = code("tests/test_window_cuts.py", r'PMC_WINDOW_ROUNDS", "(\d+)"')
+    saved, wc.ROUNDS = wc.ROUNDS, rounds
+    try:
+        return wc.SHORT, len(wc.plan(random.Random(1), only=None, long=True))
+    finally:
+        wc.ROUNDS = saved
+
+
+def doc_constants():
+    """(doc, regex over its prose, the values the code has): each regex
+    must occur, and each occurrence's numbers must be the code's."""
+    import render_figures
+    short_points, long_cuts = window_cuts()
+    fuzz = code("tests/test_bad_input.py",
+                r'PMC_FUZZ_TABLES", "(\d+)" if LONG else "(\d+)".*?'
+                r'PMC_FUZZ_MESSAGES", "(\d+)" if LONG else "(\d+)"')
+    powercuts = code("tests/test_target_powercut.py", r'PMC_POWERCUTS", "(\d+)" if LONG else "(\d+)"')
+    volatile = code("tests/test_durability.py", r'PMC_DURABLE_CUTS", "(\d+)" if LONG else "(\d+)"')
+    factor, = code("tests/vm.py", r"TIMEOUT_FACTOR = (\d+) if KASAN_KERNEL")
+    boot_wait, = code("tests/vm.py", r"BOOT_WAIT = (\d+) \* TIMEOUT_FACTOR")
+    rel = "docs/reliability.md"
+    seeds = re.search(r'parametrize\("seed", \[([\d, ]+)\]\)\s*def test_every_acknowledged_write_survives'
+                      r'_crashes\(crash_model, seed\):\s*r = run_model\(crash_model, "--ops", "(\d+)"',
+                      source("tests/test_crash_model.py"))
+    assert seeds, "test_crash_model.py: the short runs moved (the check needs updating)"
+    quick = code("tests/host/mutants.py", r'^QUICK_RUNS = \[\["--ops", "(\d+)", "--seed", str\(s\)\] '
+                 r'for s in \([\d, ]+\)\]')
+    return [
+        (rel, r"short forms \((\d+) crash model seeds of (\d[\d,]*) operations",
+         (len(seeds.group(1).split(",")), int(seeds.group(2)))),
+        (rel, r"every mutant until one of (\d+) runs of (\d[\d,]*) operations catches it",
+         (len(re.search(r'^QUICK_RUNS = .*for s in \(([\d, ]+)\)', source("tests/host/mutants.py"),
+                        re.M).group(1).split(",")), quick[0])),
+        (rel, r"long forms \(crash model `--ops (\d+)` and a 3-writer `--ops (\d+)`",
+         code("tests/test_crash_model.py", r'"--ops", "(\d+)", "--seed", "7",.*?"--ops", "(\d+)", '
+              r'"--seed", "8",\s*"--writers", "3"')),
+        (rel, r"at the N-th hit of one of (\d+) named points", (render_figures.cut_points(),)),
+        # test_full_failing.py: centiseconds, fio's start included
+        (rel, r"fail with `EIO` within (\d+) s",
+         tuple(n // 100 for n in code("tests/test_full_failing.py",
+                                      r'for name in \("CACHED", "UNCACHED"\):.*?cs < (\d+)'))),
+        (rel, r"resume and remove within (\d+) s",
+         tuple(n // 100 for n in code("tests/test_full_failing.py",
+                                      r'for name in \("SUSPEND", "RELOAD".*?cs < (\d+)'))),
+        (rel, r"the guest gone within (\d+) s",
+         code("tests/test_shutdown.py", r"wait_down\(proc, boot, (\d+)\)")),
+        (rel, r"`flush` fails within (\d+) s",
+         code("tests/test_faults.py", r"timeout (\d+) dmsetup message pc 0 flush 2>/dev/null \|\| rc=")),
+        (rel, r"(\d[\d,]*) fuzzed table lines and (\d+) messages", (fuzz[1], fuzz[3])),
+        (rel, r"(\d[\d,]*) table lines and (\d+) messages\) and prints", (fuzz[0], fuzz[2])),
+        (rel, r"(\d+) power cuts, (\d+) cuts over the volatile origin \(one per mode",
+         (powercuts[1], volatile[1])),
+        (rel, r"(\d+) power cuts, (\d+) cuts over the volatile origin, every window point cut",
+         (powercuts[0], volatile[0])),
+        (rel, r"(\d+) window cuts \(", (len(short_points),)),
+        (rel, r"`recover_load` cuts \((\d+) cuts\)", (long_cuts,)),
+        (rel, r"until (\d[\d,]*) writes are acknowledged \((\d[\d,]*) with `PMC_LONG=1`\)",
+         code("tests/test_durability.py", r"acks=(\d+) if not LONG else (\d+)")),
+        (rel, r"within (\d+) s \((\d+) s on the debug kernel\)", (boot_wait, boot_wait * factor)),
+        (rel, r"checks the sectors of the next (\d+) writes",
+         code("tests/test_durability.py", r"^UNSEEN_MAX = (\d+)")),
+        (rel, r"more than `PMC_RETRY_LIMIT` \((\d+)\)",
+         code("tests/conftest.py", r'PMC_RETRY_LIMIT", "(\d+)"')),
+        ("docs/dm-pmemcache.rst", r"the notifier waits at most (\d+) s",
+         code("dm-pmemcache/pmemcache.h", r"#define PMC_SHUTDOWN_WAIT\s+\((\d+) \* HZ\)")),
+    ]
+
+
+def test_the_docs_state_the_constants_the_code_has():
+    wrong = []
+    for doc, pattern, want in doc_constants():
+        found = [tuple(number(g) for g in m.groups()) for m in re.finditer(pattern, prose(doc))]
+        if not found:
+            wrong.append("%s no longer says %r: reword the check with the doc" % (doc, pattern))
+        wrong += ["%s: %r says %s, the code has %s" % (doc, pattern, got, want)
+                  for got in found if got != tuple(want)]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_short_window_cuts_the_doc_lists_are_the_tests():
+    short_points, _ = window_cuts()
+    m = re.search(r"\d+ window cuts \(((?:`\w+`(?:, )?)+)", prose())
+    assert m and re.findall(r"`(\w+)`", m.group(1)) == short_points, m and m.group(1)
+
+
+def test_test_names_in_the_docs_exist():
+    """Every test (and test file) the docs, README and kept figures name."""
+    defined = set()
+    for f in (REPO / "tests").rglob("*.py"):
+        defined.update(re.findall(r"^\s*def (test_\w+)", f.read_text(), re.M))
+    texts = {str(p.relative_to(REPO)): p.read_text()
+             for p in [REPO / "README.md"] + sorted((REPO / "docs").glob("*.md"))
+             + sorted((REPO / "docs").glob("*.rst")) + sorted((REPO / "docs/figures").glob("*.json"))}
+    missing = []
+    for name, text in texts.items():
+        for t in sorted(set(re.findall(r"\b(test_\w+?)(\.py)?\b", text))):
+            if t[1] and not list(REPO.glob("tests/**/%s.py" % t[0])):
+                missing.append("%s: %s.py" % (name, t[0]))
+            elif not t[1] and t[0] not in defined and not (REPO / "tests" / (t[0] + ".py")).exists():
+                missing.append("%s: %s" % (name, t[0]))
+    assert not missing, "named in the docs, not in tests/:\n" + "\n".join(missing)
+
+
+def test_the_figures_table_is_rendered_from_the_kept_runs():
+    """docs/reliability.md's figures section is exactly what
+    tests/render_figures.py makes of docs/figures/*.json: a hand edit fails."""
+    import render_figures
+    doc = source("docs/reliability.md")
+    want = render_figures.expected(doc)
+    assert doc == want, "docs/reliability.md's figures section is not the rendered one: " \
+        "run /usr/bin/python3 tests/render_figures.py (and keep figures in docs/figures/)"
+
+
+def test_a_run_at_other_cut_points_says_so(tmp_path):
+    import json
+    import render_figures
+    run = {"date": "2026-12-05", "kernel": "product", "command": "pytest", "commit": "a" * 40,
+           "dirty": True, "exitstatus": 0, "tests": {"passed": 3}, "cut_points": 16,
+           "figures": {"cuts": "51 | 0"}}
+    (tmp_path / "r.json").write_text(json.dumps(run))
+    text = render_figures.render(render_figures.load_runs(tmp_path), 17)
+    assert "run at 16 cut points, `pmc_cut.h` has 17 now" in text
+    assert "| `r` | 2026-12-05 | aaaaaaaaaaaa (dirty tree) | product | `pytest` | written by pytest, " \
+           "exit status 0; tests: 3 passed;" in text
+    assert "| cuts | 51 \\| 0 | run `r` |" in text
+    assert "run at" not in render_figures.render(render_figures.load_runs(tmp_path), 16)
+
+
+def test_skip_reasons_read_alike_from_this_process_and_from_a_worker():
+    import types
+    import conftest
+    for longrepr in (("t.py", 3, "Skipped: no valgrind"), ["t.py", 3, "Skipped: no valgrind"]):
+        assert conftest.skip_reason(types.SimpleNamespace(longrepr=longrepr)) == "no valgrind"

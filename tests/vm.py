@@ -250,6 +250,16 @@ def check_reports(res):
                              % (res.log_path, "\n".join(reports[:20]), res.tail()))
 
 
+def discard_boot(proc, files, kind, why):
+    """A boot that is booted again (the caller's one retry): counted in
+    QEMU_RETRIES[kind] (conftest shows the count among the figures and fails
+    a run over PMC_RETRY_LIMIT), and scanned for kernel reports like any
+    other boot: a report in it fails the test, never hides behind the retry."""
+    QEMU_RETRIES[kind] += 1
+    print("%s (%s): booting again" % (why, files.console))
+    check_reports(GuestRun.load(proc.returncode, files))
+
+
 class VM:
     """A guest with its own state folder (pmem and disk images).
 
@@ -324,9 +334,8 @@ class VM:
             if wait_for_init(proc, files) and not attempt:
                 kill_boot(proc)
                 err.close()
-                QEMU_RETRIES["hung boots"] += 1
-                print("the guest did not reach init in %d s (%s): booting again"
-                      % (BOOT_WAIT, log))
+                discard_boot(proc, files, "hung boots", "the guest did not reach init in %d s"
+                             % BOOT_WAIT)
                 continue
             proc.wait()
             err.seek(0)
@@ -334,8 +343,7 @@ class VM:
             err.close()
             if attempt or not qemu_aborted_before_boot(files):
                 break
-            QEMU_RETRIES["boots"] += 1
-            print("QEMU aborted before the guest booted (%s): booting again" % log)
+            discard_boot(proc, files, "boots", "QEMU aborted before the guest booted")
         res = GuestRun.load(proc.returncode, files)
         if not allow_reports:
             check_reports(res)
@@ -357,14 +365,12 @@ class VM:
             # Until init announces itself, QEMU's boot abort may still come.
             if wait_for_init(proc, files):
                 kill_boot(proc)
-                QEMU_RETRIES["hung boots"] += 1
-                print("the guest did not reach init in %d s (%s): booting again"
-                      % (BOOT_WAIT, log))
+                discard_boot(proc, files, "hung boots", "the guest did not reach init in %d s"
+                             % BOOT_WAIT)
                 continue
             if proc.poll() is None or not qemu_aborted_before_boot(files):
                 break
-            QEMU_RETRIES["boots"] += 1
-            print("QEMU aborted before the guest booted (%s): booting again" % log)
+            discard_boot(proc, files, "boots", "QEMU aborted before the guest booted")
         return proc, files
 
     @staticmethod

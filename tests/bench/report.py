@@ -144,8 +144,9 @@ def main():
     add("| host | %s, %s CPUs |" % (
         hi.get("cpu", platform.processor() or "?"), hi.get("nproc", os.cpu_count())))
     for key, run in runs.items():
-        add("| boot %s | %s, %s min, host load average %s at the start, %s at the end; %s |" % (
-            key, run.get("date", "?"), run.get("minutes", "?"), run.get("loadavg_start", "?"),
+        add("| boot %s | %s%s, %s min, host load average %s at the start, %s at the end; %s |" % (
+            key, run.get("date", "?"), ", commit %s" % run["commit"] if run.get("commit") else "",
+            run.get("minutes", "?"), run.get("loadavg_start", "?"),
             run.get("loadavg_end", "?"), "guest exited %d" % run["rc"] if run["rc"] else "ok"))
     add("| guest | QEMU q35 under TCG, -smp 2, 2 GiB RAM; kernel 6.1 + core-patches; "
         "/dev/pmem0 = 1 GiB emulated NVDIMM (raw namespace; fsdax for dm-writecache) |")
@@ -354,51 +355,94 @@ def issue15(add):
     if "overload" in pages:
         o = load("overload")
         d, st = o.get("derived", {}), o.get("settings", {})
-        add("- [bench/overload.md](bench/overload.md) (tests/bench/run_overload_bench.py): md raid5 "
-            "over HDD-model members, a working set 4x the cache, twice the IOPS bare md absorbs "
-            "for %s s%s, dm-pmemcache, dm-writecache and bare md in one boot. dm-pmemcache p99.9 "
-            "/ dm-writecache's %s (goal ≤ 1), / bare md's %s (≤ 2); IOPS / bare md's %s (≥ 0.9); "
-            "max write latency %s ms (≤ full_wait + 1 s = %s ms)." % (
+        waits = [int(r["full_waits"]) - int(r.get("fill_full_waits", 0))
+                 for k, r in sorted(o.get("runs", {}).items())
+                 if k.startswith("pmc-") and str(r.get("full_waits", "")).isdigit()]
+        agree = [spread_pct(d.get(k + "_rounds")) for k in
+                 ("p999_ms_pmc_vs_wc", "p999_ms_pmc_vs_md", "iops_pmc_vs_md")]
+        agree = [a for a in agree if a is not None]
+        add("- [bench/overload.md](bench/overload.md) (tests/bench/run_overload_bench.py, %s, %s): "
+            "md raid5 over HDD-model members, a working set 4x the cache, %s the IOPS bare md "
+            "absorbs (%s offered, QD%s) for %s s%s, dm-pmemcache, dm-writecache and bare md in "
+            "one boot, %s. %sdm-pmemcache p99.9 / dm-writecache's %s (goal ≤ 1), / bare md's %s "
+            "(≤ 2); IOPS / bare md's %s (≥ 0.9); max write latency %s ms (≤ full_wait + 1 s = "
+            "%s ms)%s.\n" % (
+                day(o.get("boot", {}).get("date")), machine([o.get("boot", {})]),
+                times(st.get("rate_x")), o.get("rate", "?"), st.get("qd", "?"),
                 st.get("over_s", "?"), " (a quick run)" if st.get("quick") else "",
+                rounds(st.get("repeats", 1)),
+                "The cache was full: dm-pmemcache waited for a free block %s times per round. "
+                % " and ".join("{:,}".format(w) for w in waits)
+                if waits and all(waits) else "",
                 x(d.get("p999_ms_pmc_vs_wc")), x(d.get("p999_ms_pmc_vs_md")),
                 x(d.get("iops_pmc_vs_md")), x(d.get("pmc_max_ms_worst"), 0, ""),
-                x(d.get("pmc_max_bound_ms"), 0, "")))
-        waits = [int(r["full_waits"]) - int(r.get("fill_full_waits", 0))
-                 for k, r in o.get("runs", {}).items()
-                 if k.startswith("pmc-") and str(r.get("full_waits", "")).isdigit()]
+                "{:,}".format(d["pmc_max_bound_ms"]) if d.get("pmc_max_bound_ms") else "–",
+                "; the rounds' ratios differ by up to %.0f%%" % max(agree) if agree else ""))
         if waits and not any(waits):
             add("  dm-pmemcache never waited for a free block in these runs (its stripe-aware "
                 "writeback kept up with the offered load), so the full_wait path was not "
                 "exercised; overload.md says more.")
-        b = o.get("boot", {})
-        if b.get("start", {}).get("qemu_processes") or b.get("end", {}).get("qemu_processes"):
-            add("  Run on a loaded machine (other QEMU guests beside it).")
     if "scale" in pages:
         sc = load("scale")
         d, st = sc.get("derived", {}), sc.get("settings", {})
-        add("- [bench/scale.md](bench/scale.md) (tests/bench/run_scale_bench.py): %s GiB of pmem%s. "
-            "%s GiB against %s GiB: guest CPU per write %s, host CPU per write %s, p99 %s (goal "
-            "≤ 1.2); create + format %s s per GiB, recovery load %s s per GiB; DRAM slope %s B "
-            "per cached 4 KiB block (≤ 16); the host model's per-operation cost up to 1 TiB "
-            "(from bench/index.md)." % (
-                ", ".join(str(g) for g in st.get("sizes_gib", [])),
-                " (a quick run)" if st.get("quick") else "", d.get("large_gib", "?"),
-                d.get("small_gib", "?"), x(d.get("ratio_guest_cpu_us_per_write")),
-                x(d.get("ratio_host_cpu_us_per_write")), x(d.get("ratio_p99_us")),
-                x(d.get("create_format_s_per_gib_slope"), 3, ""),
-                x(d.get("create_load_empty_s_per_gib_slope"), 3, ""),
-                x(d.get("slope_MemFree_b_per_block"), 1, "")))
-        boots = sc.get("boots", {}).values()
+        boots = list(sc.get("boots", {}).values())
+        large = sc.get("boots", {}).get(str(d.get("large_gib")), {})
         spread = [b.get(k) for b in boots for k in ("p99_us_spread", "host_cpu_us_per_write_spread",
                                                      "guest_cpu_us_per_write_spread") if b.get(k)]
-        if spread:
-            add("  The runs within one boot spread up to %s (p99, CPU per write): ratios closer "
-                "to 1.0x than that are within the noise.%s" % (
-                    x(max(spread)), " Run on a loaded machine (other QEMU guests beside it)."
-                    if any(b["start"].get("qemu_processes") or b["end"].get("qemu_processes")
-                           for b in boots) else ""))
+        add("- [bench/scale.md](bench/scale.md) (tests/bench/run_scale_bench.py, %s, %s): %s GiB "
+            "of pmem%s, %s %s s runs per size. %s GiB against %s GiB: guest CPU per write %s, "
+            "host CPU per write %s, p99 %s (goal ≤ 1.2%s); create + format %s s per GiB, recovery "
+            "load %s s per GiB (%s s at %s GiB); DRAM slope %s B per cached 4 KiB block (≤ 16), "
+            "from the MemFree drop (all allocators); the host model's per-operation cost up to "
+            "1 TiB (from bench/index.md).\n" % (
+                day(min((b.get("date") for b in boots if b.get("date")), default=None)),
+                machine(boots), ", ".join(str(g) for g in st.get("sizes_gib", [])),
+                " (a quick run)" if st.get("quick") else "", NUMBER.get(st.get("repeats"),
+                                                                       st.get("repeats", "?")),
+                st.get("rt", "?"), d.get("large_gib", "?"), d.get("small_gib", "?"),
+                x(d.get("ratio_guest_cpu_us_per_write")), x(d.get("ratio_host_cpu_us_per_write")),
+                x(d.get("ratio_p99_us")),
+                "; the runs within one boot spread up to %s (p99, CPU per write), so ratios closer "
+                "to 1.0x than that are within the noise" % x(max(spread)) if spread else "",
+                x(d.get("create_format_s_per_gib_slope"), 3, ""),
+                x(d.get("create_load_empty_s_per_gib_slope"), 3, ""),
+                x(large.get("create_load_empty_s"), 1, ""), d.get("large_gib", "?"),
+                x(d.get("slope_MemFree_b_per_block"), 1, "")))
     add("")
     print("wrote %s" % DOC)
+
+
+NUMBER = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}
+
+
+def times(k):
+    """4 -> 'four times'; 2 -> 'twice'."""
+    if k == 2:
+        return "twice"
+    return "%s times" % NUMBER.get(k, k if k is not None else "?")
+
+
+def rounds(n):
+    return "one round" if n == 1 else "%s rounds" % NUMBER.get(n, n)
+
+
+def day(date):
+    """'2026-12-05 03:25 UTC' -> '2026-12-05'."""
+    return (date or "date unknown").split(" ")[0]
+
+
+def machine(boots):
+    """Were other QEMU guests running at the start or end of these boots?"""
+    loaded = any((b.get(w) or {}).get("qemu_processes") for b in boots for w in ("start", "end"))
+    return "beside other QEMU guests" if loaded else "alone on the machine"
+
+
+def spread_pct(vals):
+    """How far the rounds of one ratio are apart: (max - min) / median, in %."""
+    vals = [v for v in vals or [] if v is not None]
+    if len(vals) < 2 or not statistics.median(vals):
+        return None
+    return 100.0 * (max(vals) - min(vals)) / statistics.median(vals)
 
 
 def behind(data, runs, res, drains, ram):

@@ -174,6 +174,16 @@ def earlier_runs(settings):
     return old["runs"]
 
 
+def commit():
+    """The checkout's commit (with -dirty for local changes), for the page."""
+    git = ["git", "-C", str(HERE)]
+    head = subprocess.run(git + ["rev-parse", "--short=12", "HEAD"], capture_output=True,
+                          text=True).stdout.strip()
+    dirty = subprocess.run(git + ["status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True).stdout.strip()
+    return head + ("-dirty" if head and dirty else "") or None
+
+
 def main():
     OUT.mkdir(parents=True, exist_ok=True)
     settings = {"quick": QUICK, "runtime_s": RT, "repeats": REPEATS, "size": SIZE,
@@ -187,7 +197,7 @@ def main():
             print("== boot: members %s, origin md %s: %s" % (model, layout, " ".join(systems)),
                   flush=True)
             start = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                     "loadavg_start": host_info()["loadavg"]}
+                     "commit": commit(), "loadavg_start": host_info()["loadavg"]}
             t0 = time.time()
             output, console, rc, marks = run_boot(model, layout, systems)
             fio, bench = parse(output)
