@@ -189,8 +189,11 @@ def finding(checker, log):
     if checker == "model":
         return rest[0][:150]
     cuts = re.findall(r"^cut (\d+)/(\d+) ", log, re.M)
-    text = " ".join(re.sub(r"^E\s+", "", l).strip() for l in rest[:2])
-    return "%s%s" % ("after cut %s of %s: " % cuts[-1] if cuts else "", text[:200])
+    text = " ".join(re.sub(r"^E\s+", "", l).strip() for l in rest[:2])[:200]
+    summary = re.search(r"(CACHE|ORIGIN) CHECK sectors=\d+ ok=\d+ bad=[1-9]\d*", log)
+    if summary and summary.group(0) not in text:
+        text += " (%s)" % summary.group(0)
+    return "%s%s" % ("after cut %s of %s: " % cuts[-1] if cuts else "", text)
 
 
 def copy_module(tmp):
