@@ -18,7 +18,6 @@ negative control), judged by the same verdict.
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
