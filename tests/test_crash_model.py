@@ -95,6 +95,15 @@ def test_every_durability_site_mutant_is_caught(crash_model, figures):
     if mm:
         figures["model's io.c/writeback.c sites / caught / redundant"] = \
             "%s / %s / %s" % mm.groups()
+    hc = re.search(r"controls (\d+), not caught (\d+)", p.stdout)
+    assert hc and int(hc.group(1)) >= 1 and hc.group(1) == hc.group(2), p.stdout
+    # the mutants that must be caught: shared code, bugs put back, the
+    # model's sites that are not documented as redundant
+    n, c = sites + int(rg.group(1)), caught + int(rg.group(2))
+    if mm:
+        n, c = n + int(mm.group(1)) - int(mm.group(3)), c + int(mm.group(2))
+    figures["host mutants"] = "%d, caught %d" % (n, c)
+    figures["host mutant controls"] = "%s, not caught %s" % hc.groups()
     # pmc_meta.c has 8 fences, 9 flushed stores and 1 WAITPREV today
     assert sites >= 18
     assert caught == sites, p.stdout

@@ -53,6 +53,7 @@ import pytest
 from test_target import PRELUDE, parse_status, pmemcache_module  # noqa: F401
 from test_target_powercut import cut_console, power_cut, wait_for_acks
 from vm import KBUILD, KCACHE, REPO, GuestRun, add_figure, build, check_reports
+from vm_mutants import LOST, NO_FUA   # failure tokens: only a failed check prints them
 
 LONG = os.environ.get("PMC_LONG", os.environ.get("LONG", "0")) not in ("", "0")
 CUTS = int(os.environ.get("PMC_DURABLE_CUTS", "200" if LONG else "4"))
@@ -491,7 +492,7 @@ def check_results(output, tag):
     bad = re.findall(r"^%s BAD .*$" % tag, output, re.M)
     m = re.search(r"^%s CHECK sectors=(\d+) ok=(\d+) bad=(\d+)" % tag, output, re.M)
     assert not bad and not (m and m.group(3) != "0"), (
-        "acknowledged writes lost (%s):\n%s" % (tag, "\n".join(bad[:40]) or m.group(0)))
+        "%s (%s):\n%s" % (LOST, tag, "\n".join(bad[:40]) or m.group(0)))
     assert m, "no %s check result:\n%s" % (tag, output[-3000:])
     return int(m.group(1))
 
@@ -628,7 +629,7 @@ def test_writes_past_a_full_cache_reach_the_origin_with_fua(vm, guest_tools):
           "the origin %d" % (res.value("ACKS"), st["write_around"], st["full_around"],
                              st["full_through"], fua))
     assert st["full_through"] > 0 and st["full_around"] > 0, st
-    assert fua >= past, "writes past the cache without FUA: %d sent, %d FUA" % (past, fua)
+    assert fua >= past, "%s: %d sent, %d FUA" % (NO_FUA, past, fua)
 
 
 @pytest.mark.skipif(not LONG, reason="mutation testing: set PMC_LONG=1")
@@ -636,17 +637,25 @@ def test_mutants_of_the_durability_sites_are_caught(guest_tools, figures):
     """tests/mutants.sh: each mutant removes one durability step; the
     origin flush and the FUA of write-around must be caught by the power
     cuts over the volatile origin, the two orderings that matter only
-    inside a window by the cuts of tests/test_window_cuts.py."""
+    inside a window by the cuts of tests/test_window_cuts.py. Every
+    mutant caught, every control (the unmutated module under the same
+    checker) not caught, exit status 0."""
     p = subprocess.run(["bash", str(REPO / "tests/mutants.sh")], capture_output=True,
                        text=True, timeout=4 * 3600)
     print(p.stdout + p.stderr[-2000:])
     m = re.search(r"durability sites (\d+), mutants caught (\d+)", p.stdout)
     assert m, p.stdout + p.stderr[-2000:]
     figures["durability sites, mutants caught"] = "%s, %s" % m.groups()
+    c = re.search(r"controls (\d+), not caught (\d+)", p.stdout)
+    assert c, p.stdout
+    figures["mutant controls (unmutated), not caught"] = "%s, %s" % c.groups()
     for site in ("(pmc_wb_flush_origin)", "(pmc_write_around)", "(W5 before W3)",
                  "(C1 before C0)"):
         line = [l for l in p.stdout.splitlines() if site in l and l.startswith("mutant ")]
         assert line and ": caught" in line[0], line or p.stdout
+    assert int(m.group(1)) >= 14 and m.group(1) == m.group(2), p.stdout
+    assert int(c.group(1)) >= 6 and c.group(1) == c.group(2), p.stdout
+    assert p.returncode == 0, p.stdout
 
 
 # ---- defects of issue 14 ----------------------------------------------

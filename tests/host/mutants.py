@@ -20,8 +20,10 @@ write's data, the origin flush before CLEAN, ...) are mutated the same way
 and listed separately: they test the model's copy, not the module.
 
 usage: mutants.py [--long] [--only TEXT] [--list] [--keep]
-Prints one line per mutant and "durability sites N, mutants caught N".
-Exit status 0 if every mutant of the shared code was caught.
+Prints "controls 1, not caught 1", one line per mutant and "durability
+sites N, mutants caught N".
+Exit status 0 if every mutant of the shared code was caught and the
+negative control (the unmutated sources, the same runs) was not.
 """
 import argparse
 import os
@@ -261,6 +263,18 @@ def check_mutant(builder, site, runs, all_runs):
     return True, "seed %s: %s" % (",".join(caught_by), first[:110])
 
 
+def check_control(builder, runs):
+    """The negative control: the unmutated sources under the same runs
+    and the same verdict; (not caught, text). Every run must end clean."""
+    text = open(os.path.join(SRC, SHARED[0])).read()
+    exe = builder.binary("control", SHARED[0], text)
+    for args in runs:
+        ok, _, viol, p = run_model(exe, args)
+        if ok or p.returncode:
+            return False, "rc %d with %s: %s" % (p.returncode, " ".join(args), viol[:110])
+    return True, "%d runs, no violation" % len(runs)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--long", action="store_true",
@@ -283,6 +297,11 @@ def main():
     bad = 0
     try:
         builder = Builder(tmp)
+        ok, why = check_control(builder, runs)
+        bad += not ok
+        print("%-10s unmutated %s -- %s" % ("control" if ok else "CAUGHT", "/".join(SHARED), why),
+              flush=True)
+        print("controls 1, not caught %d" % ok, flush=True)
         caught = 0
         for site in shared:
             ok, why = check_mutant(builder, site, runs, args.long)
