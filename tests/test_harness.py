@@ -396,6 +396,8 @@ def doc_constants():
                                       r'for name in \("SUSPEND", "RELOAD".*?cs < (\d+)'))),
         (rel, r"the guest gone within (\d+) s",
          code("tests/test_shutdown.py", r"wait_down\(proc, boot, (\d+)\)")),
+        (rel, r"the guest powered off within (\d+) s",
+         code("tests/test_md_poweroff.py", r"^DOWN_S = (\d+)$")),
         (rel, r"`flush` fails within (\d+) s",
          code("tests/test_faults.py", r"timeout (\d+) dmsetup message pc 0 flush 2>/dev/null \|\| rc=")),
         (rel, r"(\d[\d,]*) fuzzed table lines and (\d+) messages", (fuzz[1], fuzz[3])),
