@@ -138,10 +138,11 @@ ftimes() { echo "TIMES $1 $(for f in %(faults)s; do cat $D/$f/times; done | tr '
 (
 	while [ ! -f /tmp/stop_mark ]; do
 		for d in /proc/[0-9]*; do
-			read -r c < $d/comm 2>/dev/null || continue
+			read -r c 2>/dev/null < $d/comm || continue
 			case "$c" in
 			kworker/u*|dm-pmemcache|md0_raid1)
-				[ "$(cat $d/make-it-fail 2>/dev/null)" = 1 ] && continue
+				read -r v 2>/dev/null < $d/make-it-fail || continue
+				[ "$v" = 1 ] && continue
 				echo 1 > $d/make-it-fail 2>/dev/null && echo "${d#/proc/} $c" >> /tmp/marked
 				;;
 			esac
@@ -218,12 +219,20 @@ phase() {
 END = r"""
 touch /tmp/stop_mark
 wait $mark
-echo "MARKED $(wc -l < /tmp/marked) $(awk '{print $2}' /tmp/marked | sed 's/[0-9:]*$//' | sort | uniq -c | tr '\n' ' ')"
+echo "MARKED $(wc -l < /tmp/marked) threads: $(awk '{print $2}' /tmp/marked | sed 's/[0-9:].*//' | sort | uniq -c | tr -s ' \n' ' ')"
 echo "ZERO=$(for f in %(faults)s; do cat $D/$f/probability; done | tr '\n' ' ')"
 echo 0 > /sys/block/md0/make-it-fail
 # no injection: everything written back, then the cache removed (its
 # dirty blocks would stay in pmem; there are none)
-timeout 600 dmsetup message pc 0 flush || die "flush without injection"
+# (a flush ends with EIO at the first failed writeback: one of a batch
+# that began while failures were still injected may fail it once)
+n=1
+until timeout 600 dmsetup message pc 0 flush; do
+	[ $n -lt 3 ] || die "flush without injection"
+	n=$((n + 1))
+	sleep 2
+done
+echo "FINAL_FLUSHES=$n"
 echo "ST final $(dmsetup status pc)"
 dmsetup remove pc || die remove
 echo PHASES_DONE=1
