@@ -71,7 +71,7 @@ EOF
 	fi
 	if grep -q "acknowledged writes lost" "$log"; then
 		caught=$((caught + 1))
-		echo "mutant $name: caught ($(grep -m1 -o '[A-Z]* BAD [0-9]* got [0-9-]* want [0-9]*' "$log"))"
+		echo "mutant $name: caught ($(grep -m1 -o '[A-Z]* CHECK sectors=[0-9]* ok=[0-9]* bad=[0-9]*' "$log"))"
 	else
 		echo "mutant $name: NOT caught (log $log)"
 	fi
