@@ -44,13 +44,13 @@ failed write taken as acknowledged must be reported as lost.
 import os
 import random
 import re
-import subprocess
 from pathlib import Path
 
-import pytest
-
+# durable_io (and dm-volatile, unused here) built as for the power cuts,
+# with PMC_MUTANT_KO as /test/mutant.ko
+from test_durability import CHECK_FN, guest_tools  # noqa: F401
 from test_target import PRELUDE, parse_status, pmemcache_module  # noqa: F401
-from vm import KBUILD, REPO, add_figure, build
+from vm import add_figure
 
 LONG = os.environ.get("PMC_LONG", os.environ.get("LONG", "0")) not in ("", "0")
 PHASE_S = int(os.environ.get("PMC_FAULT_SECONDS", "300" if LONG else "40"))
@@ -59,7 +59,6 @@ MUTANT_KO = os.environ.get("PMC_MUTANT_KO")
 STRICT = os.environ.get("PMC_FAULT_STRICT", "0") not in ("", "0")
 SEED = int(os.environ.get("PMC_SEED", "2929"))
 
-GUEST_IO = REPO / "tests/guest/durable_io"
 PMEM_MB = 64
 REGION = 256 << 11              # working set, sectors (256 MiB)
 PREFILL_MB = 72                 # > pmem: the cache is full of dirty blocks
@@ -72,19 +71,6 @@ TIMES = 10 ** 8                 # each fault attribute's budget: injections = TI
 # origin sees one request per write-around, through or writeback batch
 PROB = {"failslab": 5, "fail_page_alloc": 5, "fail_make_request": 3}
 FAULTS = list(PROB)
-
-
-@pytest.fixture(scope="module")
-def guest_io():
-    if not (KBUILD / "Module.symvers").exists():
-        pytest.skip("no kernel build at %s" % KBUILD)
-    p = build(["gcc", "-static", "-O2", "-Wall", "-Wextra", "-Werror", "-pthread",
-               "-o", str(GUEST_IO), str(GUEST_IO) + ".c"])
-    assert p.returncode == 0, p.stderr
-    files = [(GUEST_IO, "/usr/bin/durable_io")]
-    if MUTANT_KO:
-        files.append((MUTANT_KO, "/test/mutant.ko"))
-    return files
 
 
 SETUP = PRELUDE + r"""
@@ -238,16 +224,7 @@ dmsetup remove pc || die remove
 echo PHASES_DONE=1
 """
 
-CHECK = r"""
-# check TAG DEV EXPECT [OBSERVED]: prefix the checker's lines with TAG
-check() {
-	tag=$1
-	shift
-	rc=0
-	durable_io check "$@" > /tmp/check.out || rc=$?
-	sed "s/^/$tag /" /tmp/check.out
-	[ $rc = 0 ] || die "$tag: acknowledged writes lost"
-}
+CHECK = CHECK_FN + r"""
 check CACHE /dev/mapper/pc /test/expect /tmp/observed
 timeout 600 dmsetup message pc 0 flush || die flush
 echo "ST check $(dmsetup status pc)"
@@ -355,10 +332,10 @@ def injections(output):
     return total
 
 
-def test_faults_injected_while_writing_through_a_full_cache(vm, guest_io, figures, tmp_path):
+def test_faults_injected_while_writing_through_a_full_cache(vm, guest_tools, figures, tmp_path):
     ko = "/test/mutant.ko" if MUTANT_KO else "/lib/modules/extra/dm-pmemcache.ko"
     timeout = 600 + ROUNDS * len(PHASES) * (PHASE_S + 400)
-    res = vm.run(writes_script(ko), files=guest_io, pmem_size=PMEM_MB, timeout=timeout)
+    res = vm.run(writes_script(ko), files=guest_tools, pmem_size=PMEM_MB, timeout=timeout)
     out = res.output
     assert res.value("PHASES_DONE") == "1"
     assert "HANG=" not in out
@@ -399,7 +376,7 @@ def test_faults_injected_while_writing_through_a_full_cache(vm, guest_io, figure
     expect = tmp_path / "expect"
     sectors.expect(expect)
     res2 = vm.run(SETUP % dict(ko=ko, first=0, table=TABLE) + CHECK,
-                  files=guest_io + [(expect, "/test/expect")], pmem_size=PMEM_MB, timeout=1200,
+                  files=guest_tools + [(expect, "/test/expect")], pmem_size=PMEM_MB, timeout=1200,
                   check=False)
     checked = check_result(res2.output, "CACHE")
     check_result(res2.output, "ORIGIN")
