@@ -394,3 +394,21 @@ def test_faults_injected_while_writing_through_a_full_cache(vm, guest_tools, fig
     add_figure(figures, "fault injection: sectors verified", "%d", checked)
     figures["fault injection: lost, hangs"] = "0, 0"
     assert total > 0
+
+
+def test_the_model_allows_a_failed_write_only_until_the_next_acknowledged_one():
+    """Host only: the sectors of a failed write may hold it or what was
+    there before, until a later write to them is acknowledged; a strict
+    model takes the failed write as acknowledged."""
+    out = "".join("x.1 %s\n" % l for l in (
+        "W 10 0 4", "ACK 10",       # sectors 0-3: 10
+        "W 11 2 4", "E 11 5",       # 2-3: 10 or 11, 4-5: 0 or 11
+        "W 12 3 1", "ACK 12",       # 3: 12 only
+        "W 13 5 1"))                # unfinished (the writer was killed)
+    s = Sectors(8)
+    assert s.apply(out, "x.1") == (4, 2, 1)
+    assert s.allowed == [[10], [10], [10, 11], [12], [0, 11], [0, 11, 13], [0], [0]]
+    assert (s.failed, s.unfinished, s.errnos) == (1, 1, {5: 1})
+    strict = Sectors(8)
+    strict.apply(out, "x.1", strict=True)
+    assert strict.allowed[2] == [11] and strict.allowed[4] == [11]
