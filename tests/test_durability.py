@@ -316,6 +316,20 @@ def test_the_model_checks_where_the_writes_it_never_saw_went(tmp_path):
 
 # ---- the guest script ------------------------------------------------
 
+# check TAG DEV EXPECT [OBSERVED] in a guest script (durable_io check);
+# tests/test_fault_injection.py uses it too
+CHECK_FN = r"""
+# check TAG DEV EXPECT [OBSERVED]: prefix the checker's lines with TAG
+check() {
+	tag=$1
+	shift
+	rc=0
+	durable_io check "$@" > /tmp/check.out || rc=$?
+	sed "s/^/$tag /" /tmp/check.out
+	[ $rc = 0 ] || die "$tag: acknowledged writes lost"
+}
+"""
+
 SETUP = PRELUDE + r"""
 T=/sys/kernel/tracing
 insmod /lib/modules/extra/dm-volatile.ko || die "insmod dm-volatile"
@@ -331,17 +345,7 @@ dmsetup create --noudevsync vol --table \
 dmsetup mknodes vol
 dm_create pc "$(pmc_table mapper/vol '%(table)s')" || die create
 echo "LOADED=$(dmsetup status pc)"
-
-# check DEV EXPECT [OBSERVED]: prefix the checker's lines with a tag
-check() {
-	tag=$1
-	shift
-	rc=0
-	durable_io check "$@" > /tmp/check.out || rc=$?
-	sed "s/^/$tag /" /tmp/check.out
-	[ $rc = 0 ] || die "$tag: acknowledged writes lost"
-}
-if [ -f /test/expect ]; then
+""" + CHECK_FN + r"""if [ -f /test/expect ]; then
 	check CACHE /dev/mapper/pc /test/expect /tmp/observed
 	dmsetup message pc 0 flush || die flush
 	check ORIGIN /dev/md0 /tmp/observed

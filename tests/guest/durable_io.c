@@ -11,7 +11,11 @@
  *	it is issued and "ACK <id>" after it completed: the cache promises
  *	that a completed write is durable.  With "seq", writer 0 writes its
  *	part sequentially in 64 KiB writes (for seq_bypass).  Runs until
- *	killed (the power cut).
+ *	killed (the power cut).  With DURABLE_IO_ERRORS=1 a failed write
+ *	prints "E <id> <errno>" instead of ending the program (not
+ *	acknowledged: its sectors may hold the old or the new data);
+ *	DURABLE_IO_INJECT=1 makes each write fail-able by fault injection
+ *	(tests/test_fault_injection.py).
  *
  *   durable_io discard DEV START SECTORS ID SEED
  *	One thread that writes runs of 4 KiB blocks of [START, START +
@@ -25,6 +29,9 @@
  *	One O_DIRECT write of LEN bytes of BYTE at byte OFFSET (tests that
  *	need a write in flight: busybox dd falls back to buffered I/O when
  *	its buffer is not aligned for O_DIRECT).
+ *   durable_io read DEV START SECTORS SEED
+ *	One thread of random reads in [START, START + SECTORS) until killed
+ *	(fault injection: the read paths; DURABLE_IO_INJECT as for write).
  *
  *   durable_io check DEV EXPECT [OBSERVED]
  *	EXPECT has lines "<sector> <count> <id>[,<id>...]": each sector of
@@ -59,7 +66,7 @@
 #define WORDS		(SECTOR / 8)
 #define MAX_SECTORS	128		/* 64 KiB */
 #define MAGIC		0x31454c4241525544ULL	/* "DURABLE1" */
-#define MAX_IDS		8
+#define MAX_IDS		32
 #define MAX_NEWER	256
 
 typedef uint64_t u64;
@@ -172,7 +179,25 @@ struct writer {
 	unsigned int t;
 	u64 first, count;	/* its part, in sectors */
 	u64 rnd, pos;
+	int fail_fd;		/* /proc/thread-self/make-it-fail, or -1 */
 };
+
+/*
+ * DURABLE_IO_ERRORS=1: a write or fdatasync that fails prints
+ * "E <id> <errno>" (0: a short write) and the thread goes on; without it,
+ * it ends the program (FAIL: line).  DURABLE_IO_INJECT=1 also sets the
+ * thread's make-it-fail (fault injection's task filter: failslab,
+ * fail_page_alloc) for the time of each write and fdatasync only, not for
+ * the program's own output.
+ */
+static int go_on, inject_on;
+static __thread int inject_fd = -1;
+
+static void inject(int on)
+{
+	if (inject_fd >= 0 && pwrite(inject_fd, on ? "1" : "0", 1, 0) != 1)
+		die("make-it-fail");
+}
 
 static u64 rnd(struct writer *w)
 {
@@ -211,11 +236,18 @@ static void *writer(void *arg)
 	int fd = open(dev, O_RDWR | O_DIRECT);
 	int fd_sync = open(dev, O_RDWR | O_DIRECT | O_DSYNC);
 	u64 *buf, s, n, i, id, how;
+	ssize_t r;
+	int err;
 
 	if (fd < 0 || fd_sync < 0)
 		die("open");
 	if (posix_memalign((void **)&buf, 4096, MAX_SECTORS * SECTOR))
 		die("memalign");
+	/* touch the buffer now: no page fault while failures are injected */
+	memset(buf, 0, MAX_SECTORS * SECTOR);
+	if (inject_on && (w->fail_fd = open("/proc/thread-self/make-it-fail", O_WRONLY)) < 0)
+		die("open make-it-fail");
+	inject_fd = w->fail_fd;
 	for (;;) {
 		pick(w, &s, &n);
 		how = rnd(w) % 3;
@@ -226,12 +258,20 @@ static void *writer(void *arg)
 			fill(buf + i * WORDS, id, s + i);
 		say("W %llu %llu %llu\n", (unsigned long long)id,
 		    (unsigned long long)s, (unsigned long long)n);
-		if (pwrite(how == 1 ? fd_sync : fd, buf, n * SECTOR,
-			   s * SECTOR) != (ssize_t)(n * SECTOR))
-			die("pwrite");
-		if (how == 2 && fdatasync(fd))
-			die("fdatasync");
-		say("ACK %llu\n", (unsigned long long)id);
+		inject(1);
+		r = pwrite(how == 1 ? fd_sync : fd, buf, n * SECTOR, s * SECTOR);
+		if (r == (ssize_t)(n * SECTOR) && how == 2 && fdatasync(fd))
+			r = -1;
+		err = r < 0 ? errno : 0;
+		inject(0);
+		if (r == (ssize_t)(n * SECTOR)) {
+			say("ACK %llu\n", (unsigned long long)id);
+			continue;
+		}
+		if (!go_on)
+			die(how == 2 && r >= 0 ? "fdatasync" : "pwrite");
+		/* a short write is a failed one: some of its sectors may be old */
+		say("E %llu %d\n", (unsigned long long)id, r < 0 ? err : 0);
 	}
 	return NULL;
 }
@@ -252,6 +292,7 @@ static int do_write(void)
 		w[t].first = start + t * part;
 		w[t].count = part;
 		w[t].rnd = seed * 1000 + t;
+		w[t].fail_fd = -1;
 		if (pthread_create(&tid[t], NULL, writer, &w[t]))
 			die("pthread_create");
 	}
@@ -290,6 +331,47 @@ static int do_discard(u64 id)
 		 * has to evict.
 		 */
 		usleep(20000);
+	}
+	return 0;
+}
+
+/*
+ * Random O_DIRECT reads of 512 B to 64 KiB, for the read paths under fault
+ * injection: each failed read prints "RE <errno>" (0: short), every 100th
+ * read "RD <reads> <failed>".  The data is not checked (a read that races
+ * a write of the same sector may see either, even a mix).
+ */
+static int do_read(void)
+{
+	struct writer w = { .rnd = seed };
+	int fd = open(dev, O_RDONLY | O_DIRECT);
+	u64 *buf, s, n, reads = 0, failed = 0;
+	ssize_t r;
+	int err;
+
+	if (fd < 0)
+		die("open");
+	if (posix_memalign((void **)&buf, 4096, MAX_SECTORS * SECTOR))
+		die("memalign");
+	memset(buf, 0, MAX_SECTORS * SECTOR);
+	if (inject_on && (inject_fd = open("/proc/thread-self/make-it-fail", O_WRONLY)) < 0)
+		die("open make-it-fail");
+	say("READING=1\n");
+	for (;;) {
+		n = 1 + rnd(&w) % MAX_SECTORS;
+		s = start + rnd(&w) % (sectors - n + 1);
+		inject(1);
+		r = pread(fd, buf, n * SECTOR, s * SECTOR);
+		err = r < 0 ? errno : 0;
+		inject(0);
+		reads++;
+		if (r != (ssize_t)(n * SECTOR)) {
+			failed++;
+			say("RE %d\n", err);
+		}
+		if (reads % 100 == 0)
+			say("RD %llu %llu\n", (unsigned long long)reads,
+			    (unsigned long long)failed);
 	}
 	return 0;
 }
@@ -361,7 +443,7 @@ static int do_check(const char *expect, const char *observed)
 	long long id[MAX_IDS], newer_lo[MAX_NEWER], newer_hi[MAX_NEWER];
 	unsigned int nnewer = 0;
 	unsigned int nid;
-	char line[512];
+	char line[1024];
 	u64 *buf;
 
 	if (!f || fd < 0)
@@ -454,6 +536,8 @@ int main(int argc, char **argv)
 		id_base = strtoull(argv[6], NULL, 0);
 		seed = strtoull(argv[7], NULL, 0);
 		seq_mode = argc > 8 && !strcmp(argv[8], "seq");
+		go_on = getenv("DURABLE_IO_ERRORS") && !strcmp(getenv("DURABLE_IO_ERRORS"), "1");
+		inject_on = getenv("DURABLE_IO_INJECT") && !strcmp(getenv("DURABLE_IO_INJECT"), "1");
 		if (!threads)
 			return 2;
 		return do_write();
@@ -467,6 +551,16 @@ int main(int argc, char **argv)
 			return 2;
 		return do_discard(strtoull(argv[5], NULL, 0));
 	}
+	if (argc >= 6 && !strcmp(argv[1], "read")) {
+		dev = argv[2];
+		start = strtoull(argv[3], NULL, 0);
+		sectors = strtoull(argv[4], NULL, 0);
+		seed = strtoull(argv[5], NULL, 0);
+		inject_on = getenv("DURABLE_IO_INJECT") && !strcmp(getenv("DURABLE_IO_INJECT"), "1");
+		if (sectors < MAX_SECTORS)
+			return 2;
+		return do_read();
+	}
 	if (argc >= 6 && !strcmp(argv[1], "pwrite"))
 		return do_pwrite(argv[2], strtoull(argv[3], NULL, 0),
 				 strtoul(argv[4], NULL, 0), (int)strtoul(argv[5], NULL, 0));
@@ -476,6 +570,7 @@ int main(int argc, char **argv)
 	}
 	fprintf(stderr, "usage: durable_io write DEV START SECTORS THREADS ID_BASE SEED [seq]\n"
 		"       durable_io discard DEV START SECTORS ID SEED\n"
+		"       durable_io read DEV START SECTORS SEED\n"
 		"       durable_io check DEV EXPECT [OBSERVED]\n"
 		"       durable_io pwrite DEV OFFSET LEN BYTE\n");
 	return 2;
