@@ -370,11 +370,48 @@ static bool pmc_origin_write_get(struct pmemcache *pc, struct pmc_stripe *st)
 	return false;
 }
 
+/* A write through the cache (see pmc_write_through()). */
+struct pmc_through {
+	struct list_head busy;	/* on pc->through_busy */
+	struct work_struct work;
+	struct pmemcache *pc;
+	struct bio *bio;
+	struct pmc_stripe *st;
+	struct page *page;	/* the block as T1 writes it */
+	u64 oblock;
+	u64 v;			/* slot word of the dirty copy that T2 drops */
+	u32 slot;		/* its slot, or PMC_NO_SLOT */
+	u32 mask;		/* sectors that T1 writes */
+};
+
+/* Is a write through the cache of @oblock between T1 and T2? */
+static bool pmc_through_busy(struct pmemcache *pc, struct pmc_stripe *st,
+			     u64 oblock)
+{
+	struct pmc_through *t;
+	bool busy = false;
+
+	if (!atomic_read(&st->through))
+		return false;
+	spin_lock(&pc->through_lock);
+	list_for_each_entry(t, &pc->through_busy, busy) {
+		if (t->oblock == oblock) {
+			busy = true;
+			break;
+		}
+	}
+	spin_unlock(&pc->through_lock);
+	return busy;
+}
+
 /*
  * Send a write of a block that is not in the cache straight to the origin.
  * Not while an older copy is being written back (it could land after this
- * write), and writeback leaves the block alone until this one completed
- * (st->around), so a newer cached copy cannot be overtaken by it either.
+ * write), nor while a write through the cache of the block is in flight
+ * (its T1 rewrites the sectors that the dropped copy held, which this
+ * write may cover), and writeback leaves the block alone until this one
+ * completed (st->around), so a newer cached copy cannot be overtaken by
+ * it either.
  * FUA: a later REQ_PREFLUSH completes at pmem speed and never flushes the
  * origin.
  */
@@ -385,7 +422,8 @@ static bool pmc_write_around(struct pmemcache *pc, struct bio *bio,
 
 	down_read(&st->lock);
 	around = pmc_index_lookup(&pc->idx, oblock) == PMC_NO_SLOT &&
-		 !pmc_index_inflight(&pc->idx, oblock);
+		 !pmc_index_inflight(&pc->idx, oblock) &&
+		 !pmc_through_busy(pc, st, oblock);
 	around = around && pmc_origin_write_get(pc, st);
 	up_read(&st->lock);
 	if (!around)
@@ -417,19 +455,6 @@ static bool pmc_write_around(struct pmemcache *pc, struct bio *bio,
  * (st->around).  Reads need nothing: one racing T1 may return the old or
  * the new data, and a partial read no longer needs the copy once it began.
  */
-struct pmc_through {
-	struct list_head busy;	/* on pc->through_busy */
-	struct work_struct work;
-	struct pmemcache *pc;
-	struct bio *bio;
-	struct pmc_stripe *st;
-	struct page *page;	/* the block as T1 writes it */
-	u64 oblock;
-	u64 v;			/* slot word of the dirty copy that T2 drops */
-	u32 slot;		/* its slot, or PMC_NO_SLOT */
-	u32 mask;		/* sectors that T1 writes */
-};
-
 /* Elements of pc->through_pool: a struct pmc_through and its page. */
 static void *pmc_through_alloc(gfp_t gfp, void *data)
 {
@@ -451,26 +476,6 @@ static void pmc_through_free(void *element, void *data)
 
 	__free_page(t->page);
 	kfree(t);
-}
-
-/* Is a write through the cache of @oblock between T1 and T2? */
-static bool pmc_through_busy(struct pmemcache *pc, struct pmc_stripe *st,
-			     u64 oblock)
-{
-	struct pmc_through *t;
-	bool busy = false;
-
-	if (!atomic_read(&st->through))
-		return false;
-	spin_lock(&pc->through_lock);
-	list_for_each_entry(t, &pc->through_busy, busy) {
-		if (t->oblock == oblock) {
-			busy = true;
-			break;
-		}
-	}
-	spin_unlock(&pc->through_lock);
-	return busy;
 }
 
 /*
