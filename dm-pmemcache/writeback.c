@@ -99,15 +99,15 @@ static enum pmc_wb_mode pmc_wb_mode(struct pmemcache *pc, unsigned int *sel)
 void pmc_writeback_note_dirty(struct pmemcache *pc)
 {
 	u64 d = atomic64_read(&pc->n_dirty), n = pc->meta.n_blocks;
-	bool urgent = d * 100 >= (u64)pc->high_wm * n ||
-		      atomic_read(&pc->flushers) || READ_ONCE(pc->cleaner);
+	bool waited_for = atomic_read(&pc->flushers) || READ_ONCE(pc->cleaner);
 
-	if (urgent && READ_ONCE(pc->wb_paced)) {
+	if (READ_ONCE(pc->wb_paced) &&
+	    (waited_for || d * 100 >= (u64)pc->high_wm * n)) {
 		WRITE_ONCE(pc->wb_paced, false);
 		pmc_writeback_kick(pc);
 		return;
 	}
-	if ((urgent || d * 100 > (u64)pc->low_wm * n) &&
+	if ((waited_for || d * 100 > (u64)pc->low_wm * n) &&
 	    !delayed_work_pending(&pc->wb_work))
 		pmc_writeback_kick(pc);
 }
