@@ -798,9 +798,10 @@ def test_man_page_renders_and_documents_every_command_and_exit_code(tool):
 def test_set_help_lists_every_key_of_the_tool_and_the_man_page(tool):
     p = run("set", "--help")
     keys = re.findall(r"^  ([a-z_]+) ", p.stdout, re.M)
-    # the live tunables of target.c's pmc_tunables[] and its cleaner message
-    target = (REPO / "dm-pmemcache/target.c").read_text()
-    live = re.findall(r'PMC_TUNABLE\("(\w+)",[^;]*?(true|false)\)', target, re.S)
+    # the live tunables of pmc_table.c's pmc_tunables[] and target.c's
+    # cleaner message
+    table = (REPO / "dm-pmemcache/pmc_table.c").read_text()
+    live = re.findall(r'\] = \{ "(\w+)",[^}]*?(true|false) \}', table, re.S)
     assert len(live) == 7 and {k for k, l in live} | {"cleaner"} <= set(keys), keys
     for k, l in live:       # the tunables no message changes: refused by the tool
         line = re.search(r"^  %s .*$" % k, p.stdout, re.M).group(0)
