@@ -32,7 +32,8 @@ static void pmc_health_log(struct pmemcache *pc, const char *name,
 			   unsigned int bit, bool begins)
 {
 	if (!begins) {
-		DMINFO("%s: %s ended", name, pmc_health_names[bit]);
+		/* As rate-limited as the lines that say it began. */
+		DMINFO_LIMIT("%s: %s ended", name, pmc_health_names[bit]);
 		return;
 	}
 	switch (bit) {

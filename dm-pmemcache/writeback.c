@@ -451,7 +451,7 @@ static void pmc_wb_endio_work(struct work_struct *work)
 	struct pmc_wb_io *io, *tmp;
 	u32 freed[64];
 	unsigned int nf = 0, i;
-	bool retry_later = false;
+	bool retry_later = false, cleaned = false;
 	LIST_HEAD(list);
 	int id;
 
@@ -512,6 +512,7 @@ static void pmc_wb_endio_work(struct work_struct *work)
 			if (ok) {
 				u64 bytes = (u64)hweight32(it->mask) << SECTOR_SHIFT;
 
+				cleaned = true;
 				if (io->pfn) {
 					atomic64_inc(&pc->st.wb_pfn_blocks);
 					atomic64_add(bytes, &pc->st.wb_pfn_bytes);
@@ -529,6 +530,9 @@ static void pmc_wb_endio_work(struct work_struct *work)
 	if (id >= 0)
 		pmc_pmem_exit(id);
 	pmc_free_slots(pc, freed, nf);
+	/* Blocks made clean can be evicted: the cache is no longer full. */
+	if (cleaned)
+		pmc_health_clear(pc, PMC_H_FULL);
 	WRITE_ONCE(pc->starved, false);
 	/* Blocks may be clean now: writers waiting for a slot evict them. */
 	atomic_inc(&pc->wb_done);
