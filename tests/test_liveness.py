@@ -86,6 +86,17 @@ until_done() {
 
 # dirty_blocks: the dirty field of pc's status
 dirty_blocks() { dmsetup status pc | awk '{print $5}'; }
+
+# until_status COLUMN TEST VALUE SECONDS WHY: until column COLUMN of pc's
+# status passes [ $column TEST VALUE ], polled 10 times a second
+until_status() {
+	t=0
+	until [ "$(dmsetup status pc | awk "{print \$$1}")" $2 $3 ]; do
+		[ $t -lt $(($4 * 10)) ] || die "$5"
+		sleep 0.1
+		t=$((t + 1))
+	done
+}
 """
 
 
@@ -120,12 +131,7 @@ while read -r b; do
 	dd if=/dev/urandom of=/dev/mapper/pc bs=4096 seek=$b count=1 oflag=direct 2>/dev/null || die "write $b"
 done < /test/blocks
 dmsetup message pc 0 cleaner
-t=0
-while [ "$(dirty_blocks)" != 0 ]; do
-	[ $t -lt 600 ] || die "cleaner mode never wrote back"
-	sleep 0.1
-	t=$((t + 1))
-done
+until_status 5 = 0 60 "cleaner mode never wrote back"
 echo "STATUS1=$(dmsetup status pc)"
 dmsetup suspend --noflush orig || die suspend
 # sectors 80-81: one cached, one not: a partial read, held at the origin
@@ -240,12 +246,7 @@ fio_job fill /dev/mapper/pc --rw=write --bs=4k --size=8m --offset=0
 fio --name=hot --filename=/dev/mapper/pc --direct=1 --ioengine=psync --rw=write \
 	--bs=4k --size=4k --offset=0 --time_based --runtime=300 > /dev/null 2>&1 &
 hot=$!
-t=0
-while [ "$(dmsetup status pc | awk '{print $11}')" -lt 100 ]; do
-	[ $t -lt 600 ] || die "the hot writer never wrote"
-	sleep 0.1
-	t=$((t + 1))
-done
+until_status 11 -ge 100 60 "the hot writer never wrote"
 echo "STATUS0=$(dmsetup status pc)"
 # origin writes take 500 ms: the hot block is rewritten many times while
 # its copy is being written back
@@ -293,12 +294,7 @@ echo "BLOCKS=$(dmsetup status pc | awk '{print $4}')"
 ( while :; do dd if=/dev/mapper/pc of=/dev/null bs=4096 count=1 iflag=direct 2>/dev/null; sleep 0.2; done ) &
 reader=$!
 dd if=/dev/urandom of=/dev/mapper/pc bs=4096 count=1068 oflag=direct 2>/dev/null || die fill
-t=0
-until [ "$(dmsetup status pc | awk '{print $29}')" -ge 2 ]; do
-	[ $t -lt 300 ] || die "two stripes were never written back"
-	sleep 0.1
-	t=$((t + 1))
-done
+until_status 29 -ge 2 30 "two stripes were never written back"
 sleep 1
 echo "STATUS1=$(dmsetup status pc)"
 dd if=/dev/urandom of=/dev/mapper/pc bs=65536 seek=256 count=112 oflag=direct 2>/dev/null || die burst
