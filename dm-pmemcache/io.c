@@ -635,11 +635,11 @@ static int pmc_write_through(struct pmemcache *pc, struct bio *bio,
 	pmc_lock_block(pc, st, oblock);
 	if (pmc_index_inflight(&pc->idx, oblock)) {
 		r = -EBUSY;
-		goto refused;
+		goto unlock;
 	}
 	if (!pmc_origin_write_get(pc, st)) {
 		r = -ESHUTDOWN;
-		goto refused;
+		goto unlock;
 	}
 	t->slot = pmc_index_lookup(&pc->idx, oblock);
 	t->v = t->slot != PMC_NO_SLOT ? pc->idx.slot[t->slot] : 0;
@@ -660,12 +660,12 @@ static int pmc_write_through(struct pmemcache *pc, struct bio *bio,
 		t->slot = PMC_NO_SLOT;
 	}
 	if (r) {
-		up_write(&st->lock);
+		/* Handled: the bio fails with the error. */
 		atomic_dec(&st->around);
-		mempool_free(t, pc->through_pool);
 		bio->bi_status = errno_to_blk_status(r);
 		bio_endio(bio);
-		return 0;
+		r = 0;
+		goto unlock;
 	}
 	t->pc = pc;
 	t->bio = bio;
@@ -683,7 +683,7 @@ static int pmc_write_through(struct pmemcache *pc, struct bio *bio,
 	queue_work(pc->wq, &t->work);
 	return 0;
 
-refused:
+unlock:
 	up_write(&st->lock);
 	mempool_free(t, pc->through_pool);
 	return r;

@@ -230,10 +230,6 @@ static inline bool pmc_epoch_aged(struct pmemcache *pc, u32 e)
 	return e != cur && e != ((cur - 1) & 3);
 }
 
-/* claim.c */
-int pmc_claim(struct pmemcache *pc, char **error);
-void pmc_unclaim(struct pmemcache *pc);
-
 /*
  * A dirty block became clean or was dropped.  A flush waits for the count
  * to reach 0: wake it, whoever got there (writeback, a discard, a write
