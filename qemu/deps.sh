@@ -10,6 +10,7 @@ pkgs=(
 	clang llvm libclang-rt-14-dev	# fuzzing: libFuzzer, sanitizers, llvm-cov
 	python3-pytest python3-pytest-xdist python3-matplotlib python3-git
 	bcache-tools
+	e2fsprogs xfsprogs	# file systems in the guest (issue 32)
 	lintian fakeroot	# make deb, make deb-kernel (bindeb-pkg)
 )
 missing=()

@@ -1,6 +1,7 @@
 #!/bin/bash
 # Build the guest's base initramfs: busybox plus the host's own dmsetup,
-# mdadm, fio, ndctl and bcache tools with the shared libraries they load.
+# mdadm, fio, ndctl, bcache tools, e2fsprogs, xfsprogs, fstrim and
+# fsfreeze with the shared libraries they load.
 # Per-run files (test script, modules, tools) are appended by run-vm.sh as
 # a second cpio archive, so this image only changes when its inputs do.
 # usage: mkimage.sh OUTPUT.cpio.gz
@@ -9,7 +10,9 @@ out=$1
 here=$(cd "$(dirname "$0")" && pwd)
 bins=(/sbin/dmsetup /usr/sbin/mdadm /usr/bin/fio /usr/bin/ndctl
       /usr/sbin/make-bcache /usr/sbin/bcache-super-show /usr/sbin/blkdiscard
-      /usr/sbin/losetup)
+      /usr/sbin/losetup
+      /sbin/mke2fs /sbin/e2fsck /usr/sbin/mkfs.xfs /usr/sbin/xfs_repair
+      /usr/sbin/fstrim /usr/sbin/fsfreeze)
 bins=($(for b in "${bins[@]}"; do [ -x "$b" ] && echo "$b"; done))
 
 inputs=$( (cat "$0" "$here/guest-init.sh"; sha256sum /usr/bin/busybox "${bins[@]}") |
