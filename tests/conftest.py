@@ -40,6 +40,7 @@ FIGURES = {}
 LONG_ONLY_SKIPS = (
     "long crash model run: set PMC_LONG=1",         # test_crash_model.py
     "mutation testing: set PMC_LONG=1",             # test_durability.py
+    "long form: PMC_LONG=1 (make test-long)",       # test_fuzz.py
 )
 # Boots booted again (QEMU's abort before init, a boot hung before init)
 # that a session tolerates; more fail it (PMC_RETRY_LIMIT).
