@@ -25,10 +25,11 @@
  *	discard leaves a sector undefined, so every sector there must hold
  *	zeros or ID's data, whole: check it with "START SECTORS 0,ID".
  *
- *   durable_io pwrite DEV OFFSET LEN BYTE
+ *   durable_io pwrite DEV OFFSET LEN BYTE [dsync|fdatasync]
  *	One O_DIRECT write of LEN bytes of BYTE at byte OFFSET (tests that
  *	need a write in flight: busybox dd falls back to buffered I/O when
- *	its buffer is not aligned for O_DIRECT).
+ *	its buffer is not aligned for O_DIRECT); with O_DSYNC (REQ_FUA) or
+ *	followed by fdatasync (a flush).
  *   durable_io read DEV START SECTORS SEED
  *	One thread of random reads in [START, START + SECTORS) until killed
  *	(fault injection: the read paths; DURABLE_IO_INJECT as for write).
@@ -503,8 +504,10 @@ static int do_check(const char *expect, const char *observed)
 }
 
 /* One O_DIRECT write of LEN bytes of BYTE at byte OFFSET (busybox dd
- * falls back to buffered I/O when its buffer is not aligned). */
-static int do_pwrite(const char *path, u64 off, size_t len, int byte)
+ * falls back to buffered I/O when its buffer is not aligned); HOW is ""
+ * (plain), "dsync" (O_DSYNC: REQ_FUA) or "fdatasync" (then a flush). */
+static int do_pwrite(const char *path, u64 off, size_t len, int byte,
+		     const char *how)
 {
 	void *buf;
 	int fd, r;
@@ -512,7 +515,7 @@ static int do_pwrite(const char *path, u64 off, size_t len, int byte)
 	if (posix_memalign(&buf, 4096, len))
 		return 1;
 	memset(buf, byte, len);
-	fd = open(path, O_WRONLY | O_DIRECT);
+	fd = open(path, O_WRONLY | O_DIRECT | (!strcmp(how, "dsync") ? O_DSYNC : 0));
 	if (fd < 0) {
 		perror(path);
 		return 1;
@@ -520,6 +523,10 @@ static int do_pwrite(const char *path, u64 off, size_t len, int byte)
 	r = pwrite(fd, buf, len, off) == (ssize_t)len ? 0 : 1;
 	if (r)
 		perror("pwrite");
+	if (!r && !strcmp(how, "fdatasync") && fdatasync(fd)) {
+		perror("fdatasync");
+		r = 1;
+	}
 	close(fd);
 	free(buf);
 	return r;
@@ -563,7 +570,8 @@ int main(int argc, char **argv)
 	}
 	if (argc >= 6 && !strcmp(argv[1], "pwrite"))
 		return do_pwrite(argv[2], strtoull(argv[3], NULL, 0),
-				 strtoul(argv[4], NULL, 0), (int)strtoul(argv[5], NULL, 0));
+				 strtoul(argv[4], NULL, 0), (int)strtoul(argv[5], NULL, 0),
+				 argc > 6 ? argv[6] : "");
 	if (argc >= 4 && !strcmp(argv[1], "check")) {
 		dev = argv[2];
 		return do_check(argv[3], argc > 4 ? argv[4] : NULL);
