@@ -24,6 +24,7 @@ enum pmc_ptag {
 	PMC_P_CLEAN,	/* DIRTY -> CLEAN after writeback */
 	PMC_P_FORMAT,	/* format */
 	PMC_P_RECOVER,	/* invalidations done by recovery */
+	PMC_P_MIRROR,	/* a mirror info slot */
 	PMC_P_NR,
 };
 

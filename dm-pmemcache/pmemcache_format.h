@@ -115,8 +115,52 @@ struct pmc_record {
  */
 #define PMC_SEQ_MAX		0x4000000000000000ULL	/* 2^62 */
 
+/*
+ * Mirror info (docs/format.md, "Mirrored cache").  A mirrored cache keeps
+ * the same superblock, records and data on two pmem devices, its halves.
+ * Each half says in two slots of its superblock area which pair it
+ * belongs to and whether it holds every acknowledged write.  A slot is
+ * written whole and fenced, into the slot that does not hold the current
+ * info; the valid slot with the higher seq counts, so a torn update
+ * leaves the previous info.  Format zeroes both slots: a cache with no
+ * valid slot is a single-device cache.
+ *
+ * csum = crc32c(~0, bytes 0..123 of the slot).
+ */
+#define PMC_MIRROR_MAGIC	0x317272696d434d50ULL	/* "PMCmirr1" */
+#define PMC_MIRROR_INFO_OFFSET	1024U
+#define PMC_MIRROR_INFO_SIZE	128U
+#define PMC_MIRROR_INFO_SLOTS	2U
+/* The last sector of the area is pmemcachectl's kept-dirty mark. */
+#define PMC_KEPT_MARK_OFFSET	3584U
+
+/* The partner misses writes this half acknowledged: it ran alone. */
+#define PMC_MIRROR_PARTNER_STALE	0x1U
+/* This half is being copied from its partner: it is no cache on its own. */
+#define PMC_MIRROR_RESYNCING		0x2U
+#define PMC_MIRROR_FLAGS		0x3U
+
+struct pmc_mirror_info {
+	__le64 magic;
+	__le64 seq;		/* increases with every update of this half */
+	__u8 pair_uuid[16];	/* the superblock's cache_uuid */
+	__u8 half_uuid[16];	/* this half, random */
+	__u8 partner_uuid[16];	/* the other half's half_uuid */
+	__le64 generation;	/* raised when the pair's membership changes */
+	__le64 resync_pos;	/* RESYNCING: slots copied so far */
+	__le32 flags;		/* PMC_MIRROR_* */
+	__u8 reserved[40];
+	__le32 csum;
+};
+
 /* Every field is naturally aligned: no padding, no packed attribute. */
 static_assert(sizeof(struct pmc_super) == PMC_SUPER_SIZE, "pmc_super size");
 static_assert(sizeof(struct pmc_record) == PMC_RECORD_SIZE, "pmc_record size");
+static_assert(sizeof(struct pmc_mirror_info) == PMC_MIRROR_INFO_SIZE,
+	      "pmc_mirror_info size");
+/* Both slots lie between the superblock and the tool's kept-dirty mark. */
+static_assert(PMC_MIRROR_INFO_OFFSET >= PMC_SUPER_SIZE &&
+	      PMC_MIRROR_INFO_OFFSET + PMC_MIRROR_INFO_SLOTS *
+	      PMC_MIRROR_INFO_SIZE <= PMC_KEPT_MARK_OFFSET, "mirror info slots");
 
 #endif /* PMEMCACHE_FORMAT_H */
