@@ -10,7 +10,8 @@ guest stored in the NVDIMM file. It then boots again on the same images,
 reassembles md, reloads the target and reads every sector: each one must
 hold the last acknowledged write that covered it, or the write that was
 in flight at the cut. Nothing else is allowed (an older write, a torn
-sector, zeros).
+sector, zeros). At least one cut must leave dirty blocks for recovery
+(the recovered status says so): else the cuts checked only the origin.
 
 `make test` does a few cuts. PMC_LONG=1 does PMC_POWERCUTS (default 50).
 """
@@ -168,7 +169,7 @@ def one_cut(vm, rng):
 
 def test_power_cuts_lose_no_acknowledged_write(vm, figures):
     rng = random.Random(int(os.environ.get("PMC_SEED", "4242")))
-    total_acked, cuts, lost_all = 0, 0, {}
+    total_acked, cuts, lost_all, dirty_cuts = 0, 0, {}, 0
     for _ in range(CUTS):
         # a fresh md + cache each time: reuse the VM folder name, new images
         for f in vm.state.glob("*.img"):
@@ -176,6 +177,8 @@ def test_power_cuts_lose_no_acknowledged_write(vm, figures):
         nacked, lost, st = one_cut(vm, rng)
         total_acked += nacked
         cuts += 1
+        # recovery found dirty blocks: the check read them from pmem
+        dirty_cuts += st["dirty"] > 0
         if lost:
             lost_all[cuts] = lost
     wrong = sum(len(v) for v in lost_all.values())
@@ -183,5 +186,8 @@ def test_power_cuts_lose_no_acknowledged_write(vm, figures):
           % (cuts, total_acked, wrong))
     figures["VM power cuts (acknowledged writes)"] = "%d (%d)" % (cuts, total_acked)
     figures["acknowledged writes lost (wrong sectors)"] = wrong
+    figures["VM power cuts with dirty blocks at recovery"] = "%d of %d" % (dirty_cuts, cuts)
     assert not lost_all, lost_all
+    # the precondition that makes the cuts mean something
+    assert dirty_cuts >= 1, "no cut left a dirty block in the cache to recover"
 
