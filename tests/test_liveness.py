@@ -9,6 +9,9 @@ origin's I/O (dmsetup suspend) at the moment it needs.
   a work item that slept until the read's overlay, a work item of the
   same queue, had run: past max_active the overlay never ran (and the
   through work held the stripe lock across its origin write);
+- a discard of many blocks held at the origin: writeback was kept off the
+  stripe of its first block only (a later write in the range, written
+  back before the discard landed, would be undone under a CLEAN copy);
 - a flush whose last dirty block is discarded while writeback is kept
   off its stripe: the discard lowered the dirty count without waking
   the flush, which then slept for ever with status saying dirty 0;
@@ -211,6 +214,76 @@ dmsetup remove pc
     assert s1["dirty"] == 1 and s1["discards"] == 1, s1
     assert s2["dirty"] == 0 and s2["clean"] == 0 and s2["discards"] == 2, s2
     assert res.value("FLUSH_RC") == "0"
+
+
+def test_a_discard_keeps_writeback_off_every_stripe_it_covers(vm):
+    """A discard of 16 blocks (several index stripes) is passed to the
+    origin and held there.  Block x, inside the range but not in the
+    stripe of its first block, is written meanwhile and a flush begins:
+    writeback must not send x to the origin before the discard has
+    completed, or the discard, landing later, would undo the write under
+    a CLEAN copy.  The origin's block trace (a marker written just before
+    the origin runs) shows when x's writeback reached it.  Before the fix
+    only the first block's stripe was held."""
+    n = n_blocks(PMEM_BYTES)
+    first, count = 2000, 16
+    x = next(b for b in range(first + 1, first + count)
+             if stripe_of(b, n) != stripe_of(first, n))
+    res = run(vm, r"""
+dm_create pc "0 $s0 pmemcache /dev/mapper/orig /dev/pmem0 4096 4 high_watermark 100 low_watermark 100" || die create
+echo "BLOCKS=$(dmsetup status pc | awk '{print $4}')"
+dmsetup create --noudevsync alias1 --table "0 $s0 linear /dev/mapper/pc 0" || die alias1
+dmsetup mknodes alias1
+echo "ORIG_DEV=$(dmsetup info -c --noheadings -o major,minor orig | tr ':' ',')"
+T=/sys/kernel/tracing
+[ -d $T/events ] || mount -t tracefs nodev $T || die tracefs
+echo 65536 > $T/buffer_size_kb
+echo 1 > $T/events/block/block_bio_queue/enable || die "trace event"
+echo > $T/trace
+dmsetup suspend --noflush orig || die suspend
+blkdiscard -o $((%(first)d * 4096)) -l $((%(count)d * 4096)) /dev/mapper/alias1 2>/dev/null &
+sleep 1
+[ "$(running '\{blkdiscard\}')" = 1 ] && echo HELD=1
+dd if=/dev/urandom of=/tmp/x bs=4096 count=1 2>/dev/null
+dd if=/tmp/x of=/dev/mapper/pc bs=4096 seek=%(x)d count=1 oflag=direct 2>/dev/null || die write
+timeout 60 dmsetup message pc 0 flush 2>/dev/null &
+fpid=$!
+sleep 3
+echo "STATUS1=$(dmsetup status pc)"
+echo ORIGIN_RUNS > $T/trace_marker
+dmsetup resume orig || die resume
+wait $fpid
+echo "FLUSH_RC=$?"
+until_done 30 '\{blkdiscard\}' || die "the discard never ended"
+echo 0 > $T/events/block/block_bio_queue/enable
+sed -n 's/.*block_bio_queue: \([0-9]*,[0-9]*\) \([A-Z]*\) \([0-9]*\) + \([0-9]*\).*/Q \1 \2 \3 \4/p; s/.*tracing_mark_write: ORIGIN_RUNS.*/MARK/p' $T/trace
+dmsetup remove alias1
+dmsetup remove pc
+dd if=/dev/mapper/orig of=/tmp/o bs=4096 skip=%(x)d count=1 iflag=direct 2>/dev/null || die read
+cmp -s /tmp/x /tmp/o && echo ORIGIN_HOLDS_X=1
+""" % dict(first=first, count=count, x=x), timeout=300)
+    assert int(res.value("BLOCKS")) == n     # stripe_of() computed for this n
+    assert res.value("HELD") == "1"          # the discard was in flight
+    s1 = parse_status(res.value("STATUS1"))
+    assert s1["dirty"] == 1 and s1["discards"] == 1, s1
+    dev = res.value("ORIG_DEV")
+    events = []
+    for line in res.output.splitlines():
+        if line == "MARK":
+            events.append(("MARK",))
+        elif line.startswith("Q %s " % dev):
+            _, _, rwbs, sector, length = line.split()
+            events.append((rwbs, int(sector), int(length)))
+    assert ("MARK",) in events, res.output[-3000:]
+    mark = events.index(("MARK",))
+    x_writes = [i for i, e in enumerate(events)
+                if len(e) == 3 and "W" in e[0] and e[1] <= x * 8 < e[1] + e[2]]
+    # writeback wrote x to the origin, and only once the origin ran
+    assert x_writes, events
+    assert min(x_writes) > mark, \
+        "x's writeback reached the held origin before its discard ended: %s" % events
+    assert res.value("FLUSH_RC") == "0"
+    assert res.value("ORIGIN_HOLDS_X") == "1"
 
 
 def test_a_record_changed_under_the_live_table_is_taken_out_of_use(vm):
