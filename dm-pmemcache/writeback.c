@@ -472,11 +472,13 @@ static void pmc_wb_endio_work(struct work_struct *work)
 			WRITE_ONCE(pc->pfn_failed, true);
 			atomic64_inc(&pc->st.wb_notsupp);
 		} else if (!ok && !io->unsent && id >= 0) {
-			atomic64_inc(&pc->st.wb_errors);
+			/* A flush fails on either; only the origin's is its. */
 			atomic_inc(&pc->wb_failures);
-			if (io->status != BLK_STS_MEDIUM)
+			if (io->status != BLK_STS_MEDIUM) {
+				atomic64_inc(&pc->st.wb_errors);
 				pmc_health_set(pc, PMC_H_ORIGIN,
 					       blk_status_to_errno(io->status));
+			}
 			WRITE_ONCE(pc->wb_retry_at, jiffies + HZ);
 			retry_later = true;
 		}

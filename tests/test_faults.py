@@ -8,7 +8,9 @@
   unload refused while a table uses the target and allowed after it is
   removed, then media errors on pmem: ranges written to
   /sys/block/pmem0/badblocks make reads of cached blocks fail with -EIO and
-  count in media_errors (one boot);
+  count in media_errors (one boot); a poisoned dirty block in pfn
+  writeback to raid5 is a media error of the cache, never sent, not an
+  origin failure;
 - the pmem namespace unbound under a live cache (what `ndctl
   disable-namespace` refuses to do, a sysfs unbind does): I/O fails with
   -EIO, flush and remove end, health says pmem_gone, no kernel report;
@@ -164,6 +166,42 @@ def test_suspend_reload_under_io_rmmod_and_pmem_badblocks(vm):
     s3 = parse_status(res.value("STATUS3"))
     assert s3["dirty"] == 65 and s3["media_errors"] > s2["media_errors"], s3
     assert s3["wb_pfn_blocks"] + s3["wb_bounce_blocks"] == 8, s3
+
+
+POISON_RAID5 = r"""
+pmc_init
+md_make md0 raid5 4 a
+dm_create pc "$(pmc_table md0 '4 high_watermark 100 low_watermark 100')" || die create
+dd if=/dev/urandom of=/tmp/b bs=4k count=8 2>/dev/null
+# a fresh cache hands out slots 0, 1, ...: block 0 is in slot 0
+dd if=/tmp/b of=/dev/mapper/pc bs=4k count=8 oflag=direct 2>/dev/null || die write
+doff=$(dd if=/dev/pmem0 bs=4096 count=1 iflag=direct 2>/dev/null | od -An -tu8 -j104 -N8 | tr -d ' ')
+echo "$((doff / 512)) 8" > /sys/block/pmem0/badblocks || die "set badblocks"
+status 1
+rc=0
+timeout 60 dmsetup message pc 0 flush 2>/dev/null || rc=$?
+echo "FLUSH_RC=$rc"
+status 2
+dmsetup remove pc
+dd if=/dev/md0 of=/tmp/o bs=4k count=8 iflag=direct 2>/dev/null || die "read md0"
+cmp -s -n $((7 * 4096)) /tmp/b /tmp/o 4096 4096 && echo GOOD_BLOCKS_ON_MD=1
+"""
+
+
+def test_poisoned_pmem_in_pfn_writeback_to_raid5_is_a_media_error(vm):
+    """Issue 29 item 9: a dirty block on pmem in the badblocks list, pfn
+    writeback to md raid5.  The block is never sent (md would read the
+    poison itself): the flush fails, the block stays dirty, the error is
+    counted as the cache's (media_errors), not the origin's (wb_errors 0,
+    health not origin_failing); the 7 blocks beside it reach md by pfn."""
+    res = run_target(vm, POISON_RAID5, timeout=600)
+    s1, s2 = parse_status(res.value("STATUS1")), parse_status(res.value("STATUS2"))
+    assert s1["route"] == "pfn" and s1["dirty"] == 8, s1
+    assert res.value("FLUSH_RC") != "0"
+    assert s2["dirty"] == 1 and s2["media_errors"] >= 1, s2
+    assert s2["wb_errors"] == 0 and "origin_failing" not in s2["health"], s2
+    assert s2["wb_pfn_blocks"] == 7 and s2["wb_bounce_blocks"] == 0, s2
+    assert res.value("GOOD_BLOCKS_ON_MD") == "1"
 
 
 # The namespace goes while a writer runs: dirty blocks of before and
