@@ -1320,6 +1320,36 @@ def test_vm_media_errors_in_a_read_window_cost_only_their_records(vm, guest, bas
     assert new["records"]["dirty"] == 64
 
 
+DETACH_MEDIA = r"""
+pmc_init
+pmemcachectl create pc --origin /dev/vdf --cache /dev/pmem0 \
+	--high-watermark 100 --low-watermark 100 || die create
+dd if=/dev/urandom of=/dev/mapper/pc bs=4k count=8 oflag=direct 2>/dev/null || die write
+# a fresh cache hands out slot 0 first: block 0's data is poisoned
+doff=$(dd if=/dev/pmem0 bs=4096 count=1 iflag=direct 2>/dev/null | od -An -tu8 -j104 -N8 | tr -d ' ')
+echo "$((doff / 512)) 8" > /sys/block/pmem0/badblocks || die badblocks
+set +e
+timeout 200 pmemcachectl detach pc --timeout 120 > /dev/null 2> /tmp/e; echo "MEDIA_RC=$?"
+set -e
+echo "MEDIA_ERR=$(tail -1 /tmp/e)"
+echo "MEDIA_TABLE=$(dmsetup table pc | awk '{print $3}')"
+echo "MEDIA_DIRTY=$(dmsetup status pc | awk '{print $5}')"
+"""
+
+
+def test_vm_detach_stops_on_a_pmem_media_error(vm, guest):
+    """A dirty block whose pmem is poisoned is never written back, so a
+    detach cannot drain: it must fail at once with the media error (not
+    wait out --timeout, not loop), and restore the cache."""
+    res = vm.run(guest.PRELUDE + DETACH_MEDIA, timeout=600)
+    assert res.value("MEDIA_RC") == str(IO), res.tail()
+    line = res.value("MEDIA_ERR")
+    assert "a pmem media error" in line and "blocks still dirty" in line, line
+    assert line.endswith("the cache stays attached, table and settings restored"), line
+    assert res.value("MEDIA_TABLE") == "pmemcache"
+    assert int(res.value("MEDIA_DIRTY")) >= 1
+
+
 # ------------------------------------------------------ detach and set --
 GUEST_IO = REPO / "tests/guest/durable_io"      # .c
 

@@ -250,6 +250,12 @@ static int wait_clean(struct detach *d, const struct pmctl_sample *s0,
 				    "health %s), %llu blocks still dirty",
 				    (unsigned long long)cur.st.wb_errors, cur.st.health,
 				    (unsigned long long)cur.st.dirty);
+		/* A poisoned block is never written back: it cannot drain. */
+		if (cur.st.media_errors != s0->st.media_errors)
+			return fail(d, EXIT_IO, "a pmem media error (%llu media errors, "
+				    "health %s), %llu blocks still dirty",
+				    (unsigned long long)cur.st.media_errors, cur.st.health,
+				    (unsigned long long)cur.st.dirty);
 		if (timeout && pmctl_now_s() - t0 >= timeout)
 			return fail(d, EXIT_DIRTY, "%llu blocks still dirty after --timeout %u s",
 				    (unsigned long long)cur.st.dirty, timeout);

@@ -153,9 +153,10 @@ static int do_flush(const char *name, bool quiet)
 		err("%s: flush interrupted", name);
 		return EXIT_INTERRUPTED;
 	default:
-		err("%s: flush failed: an origin write failed, %llu blocks still dirty "
-		    "(%llu writeback errors)", name, (unsigned long long)cur.st.dirty,
-		    (unsigned long long)cur.st.wb_errors);
+		err("%s: flush failed: %llu blocks still dirty (%llu failed origin writes, "
+		    "%llu pmem media errors)", name, (unsigned long long)cur.st.dirty,
+		    (unsigned long long)cur.st.wb_errors,
+		    (unsigned long long)cur.st.media_errors);
 		return EXIT_IO;
 	}
 }
