@@ -10,7 +10,11 @@
 # the fsdax namespace mode), pmc (dm-pmemcache, raw namespace), wc
 # (dm-writecache in pmem mode, fsdax namespace as make bench sets it up),
 # pmc-mutant (dm-pmemcache with /test/mutant.ko loaded in its place, then
-# the real module again: tests/test_cpu_guard.py).
+# the real module again: tests/test_cpu_guard.py); wb-pfn, wb-bounce and
+# wb-wc (COUNT new blocks written, then the busy time of their writeback
+# by a flush message: dm-pmemcache's pfn and bounce routes, dm-writecache;
+# OPS ignored; "WB tag=.. blocks=.. drain_busy_ns=.. clean_busy_ns=..");
+# wbx-pfn, wbx-bounce, wbx-wc the same on every other block.
 # Origin: md raid1 over two loop devices on tmpfs, so that an operation
 # that reaches the origin (a discard) is guest CPU work too, never host
 # I/O whose completion would land at a host-dependent virtual time.
@@ -40,10 +44,63 @@ ns_mode() {	# raw | fsdax
 }
 zero_pmem() { dd if=/dev/zero of=/dev/pmem0 bs=1M count=1 conv=fsync 2>/dev/null; }
 
+# Writeback goes to md raid1 over virtio disks vda and vdb (md1): loop
+# devices take no page-less bios. Its I/O is the host's, so the virtual
+# time of a drain includes idle time: busy_ns, the guest's busy time from
+# /proc/timer_list (elapsed minus idle and iowait, ns), is what counts.
+busy_ns() {
+	awk '/^now at/ {now = $3} /\.idle_sleeptime/ && !i {i = $(NF - 1)} /\.iowait_sleeptime/ && !w {w = $(NF - 1)}
+	     END {printf "%.0f\n", now - i - w}' /proc/timer_list
+}
+md1_up() {
+	[ -b /dev/md1 ] && return
+	mdadm --create /dev/md1 --run --quiet --metadata=1.2 --assume-clean --level=1 \
+		--raid-devices=2 /dev/vda /dev/vdb 2>&1 || die "mdadm md1"
+	SZ1=$(blockdev --getsz /dev/md1)
+}
+# drain_busy NAME: busy ns of a flush message and a second of sleep (the
+# last completions)
+drain_busy() {
+	b0=$(busy_ns)
+	dmsetup message $1 0 flush || die "flush $1"
+	sleep 1
+	b1=$(busy_ns)
+	echo "$((b1 - b0))"
+}
+
+# wb TAG SYS COUNT: write COUNT new blocks, then time their writeback;
+# wb-*: blocks 0 to COUNT - 1, wbx-*: every other block (no two adjacent)
+wb() {
+	tag=$1 sys=$2 count=$3
+	md1_up
+	stride=1
+	case $sys in wbx-*) stride=2 ;; esac
+	case $sys in
+	wb-pfn|wb-bounce|wbx-pfn|wbx-bounce)
+		ns_mode raw; zero_pmem; name=pc
+		dm_create pc "0 $SZ1 pmemcache /dev/md1 /dev/pmem0 4096 7 writeback ${sys#wb*-} high_watermark 100 low_watermark 100 format" ||
+			die "create pc" ;;
+	wb-wc|wbx-wc)
+		ns_mode fsdax; zero_pmem; name=wc
+		dm_create wc "0 $SZ1 writecache p /dev/md1 /dev/pmem0 4096 0" || die "create wc" ;;
+	esac
+	echo "PROGRESS $tag: $count new blocks (stride $stride), then their writeback to md raid1 over virtio"
+	cpubench "$tag" /dev/mapper/$name "$count" 0 new $stride > /tmp/cpu.out || die "cpubench $tag"
+	sed 's/ op=new / op=wbfill /' /tmp/cpu.out
+	st0=$(dmsetup status $name | tr ' ' ,)
+	dirty=$(drain_busy $name)
+	clean=$(drain_busy $name)
+	echo "WB tag=$tag blocks=$count drain_busy_ns=$dirty clean_busy_ns=$clean"
+	echo "STATUS tag=$tag $(dmsetup status $name | tr ' ' ,)"
+	echo "STATUS0 tag=$tag $st0"
+	dmsetup remove $name
+}
+
 # measure TAG SYS OPS COUNT: set SYS up, time OPS, take it down
 measure() {
 	tag=$1 sys=$2 ops=$3 count=$4
 	case $sys in
+	wb*-*) wb "$tag" "$sys" "$count"; return ;;
 	floor-raw) ns_mode raw; dev=/dev/pmem0 first=32768 ;;
 	floor-fsdax) ns_mode fsdax; dev=/dev/pmem0 first=32768 ;;
 	pmc|pmc-mutant)

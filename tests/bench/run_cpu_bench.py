@@ -56,6 +56,10 @@ OPS = ["null", "new", "overwrite", "read", "read512", "flush", "fua", "discard"]
 SYSTEMS = ["floor-raw", "pmc", "floor-fsdax", "wc"]
 REPEATS = 2
 COUNT = int(os.environ.get("BENCH_CPU_COUNT", "4096"))
+# writeback: dm-pmemcache's two routes and dm-writecache, to md raid1 over
+# virtio disks
+WB_SYSTEMS = ["wb-pfn", "wb-bounce", "wb-wc", "wbx-pfn", "wbx-bounce", "wbx-wc"]
+WB_COUNT = int(os.environ.get("BENCH_CPU_WB_COUNT", "4096"))
 
 OP_NAMES = {
     "new": "4 KiB write, new block",
@@ -112,6 +116,11 @@ def parse(output):
         elif l.startswith("STATUS "):
             tag, st = l[7:].split(" ", 1)
             status[tag[4:]] = st.replace(",", " ")
+        elif l.startswith("WB "):
+            kv = dict(re.findall(r"(\w+)=(\S+)", l))
+            set_, sys_, rep = kv.pop("tag").split(":")
+            res.setdefault("writeback", {}).setdefault(sys_, []).append(
+                {k: int(v) for k, v in kv.items()})
         elif l.startswith("CPUINFO "):
             info.update(re.findall(r"(\w+)=(\S+)", l))
     return {"results": res, "status": status, "info": info}
@@ -155,6 +164,26 @@ def guard_check(kept, now, tolerance=GUARD_TOLERANCE):
     return bad
 
 
+def compare(old, new):
+    """The largest difference between the means of the bench set in the
+    kept run and in this one (another boot): what one boot's figures say
+    about the next one's."""
+    worst, where = 0.0, None
+    a, b = old.get("results", {}).get("bench", {}), new["results"]["bench"]
+    for sys_ in b:
+        for op in b[sys_]:
+            if op == "null":
+                continue
+            for x, y in zip(a.get(sys_, {}).get(op) or [], b[sys_][op]):
+                if x and y and "mean" in x and "mean" in y:
+                    d = 100.0 * abs(y["mean"] - x["mean"]) / x["mean"]
+                    if d >= worst:
+                        worst, where = d, "%s %s" % (sys_, op)
+    s = old.get("settings", {})
+    return {"date": s.get("date"), "commit": s.get("commit"), "dirty": s.get("dirty"),
+            "count": s.get("count"), "worst_pct": round(worst, 3), "where": where}
+
+
 def git(*args):
     return subprocess.run(["git", "-C", str(REPO)] + list(args), capture_output=True,
                           text=True).stdout.strip()
@@ -164,11 +193,12 @@ def run():
     from vm import VM, KCACHE
     from run_bench import run_guest
     files = build_tool()
-    sets = [GUARD_SET, sets_line("bench", SYSTEMS, OPS, COUNT, REPEATS)]
+    sets = [GUARD_SET, sets_line("bench", SYSTEMS, OPS, COUNT, REPEATS),
+            sets_line("wb", WB_SYSTEMS, ["new"], WB_COUNT, REPEATS)]
     state = Path(tempfile.mkdtemp(prefix="cpubench.", dir=KCACHE))
     vm = VM("cpubench", state)
     log = vm._log_path()
-    cmd = vm.command(script(sets), files=files, timeout=3600, disks=0, pmem_size=1024,
+    cmd = vm.command(script(sets), files=files, timeout=3600, disks=2, pmem_size=1024,
                      log=log, icount=True)
     t0 = time.time()
     rc, output, _ = run_guest(cmd, log, "")
@@ -183,11 +213,13 @@ def run():
         "dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
         "kernel": r["info"].get("kernel"),
         "clocksource": r["info"].get("clocksource"),
-        "count": COUNT, "guard_count": GUARD_COUNT, "repeats": REPEATS,
+        "count": COUNT, "guard_count": GUARD_COUNT, "repeats": REPEATS, "wb_count": WB_COUNT,
         "boot_s": round(wall),
         "loadavg": " ".join(Path("/proc/loadavg").read_text().split()[:3]),
     }
     del r["info"]
+    if CPU_JSON.exists():
+        r["vs_previous"] = compare(json.loads(CPU_JSON.read_text()), r)
     OUT.mkdir(parents=True, exist_ok=True)
     CPU_JSON.write_text(json.dumps(r, indent=1, sort_keys=True) + "\n")
     g = guard_figures(r["results"])
@@ -235,6 +267,55 @@ def rows(b, key):
         out.append((op, v, ours, theirs,
                     ours / theirs if ours is not None and theirs else None))
     return out
+
+
+PMC_FIELDS = {"dirty": 4, "wb_pfn_blocks": 15, "wb_bounce_blocks": 17, "wb_notsupp": 20}
+WB_NAMES = {"wb-pfn": "dm-pmemcache, `writeback pfn` (page-less bios)",
+            "wb-bounce": "dm-pmemcache, `writeback bounce` (DRAM pages)",
+            "wb-wc": "dm-writecache (pmem mode, fsdax)"}
+WB_NAMES.update({"wbx-" + k[3:]: v + ", every other block" for k, v in WB_NAMES.items()})
+
+
+def per_block(rec):
+    return (rec["drain_busy_ns"] - rec["clean_busy_ns"]) / rec["blocks"]
+
+
+def writeback_section(r):
+    wbr = r["results"].get("writeback")
+    if not wbr:
+        return []
+    s = r["settings"]
+    lines = ["## Writeback per block", "",
+             "%s new blocks written to the cache (4 KiB, QD1), then a `flush` message "
+             "writes them back to md raid1 over two virtio disks (loop devices take no "
+             "page-less bios), followed by a second of sleep for the last completions. The "
+             "origin's I/O is QEMU's host-side work, so the virtual time of a drain includes "
+             "idle time: the figure is the guest's busy time (virtual ns since boot minus "
+             "idle and iowait time, `/proc/timer_list`) over that span, minus the same span "
+             "on the then clean cache (the `dmsetup` process, the sleep, an empty flush), "
+             "per block. It counts everything the guest's CPU did meanwhile: the cache's "
+             "writeback, md raid1 (two member writes per block), virtio and the completion "
+             "interrupts, whose batching follows the host's timing; so these rows are less "
+             "deterministic than the others (see the spread). The blocks are 0 to %s of "
+             "the origin, or every other block of twice that range: dm-writecache writes "
+             "adjacent dirty blocks back in one bio, so the contiguous rows favour it; no "
+             "two blocks of the second set are adjacent." % (fmt(s.get("wb_count")),
+                                                          fmt(s.get("wb_count", 1) - 1)), "",
+             "| system | blocks written back as pfn / bounce (pfn refused) | repeat 1 | "
+             "repeat 2 | mean | spread |", "|---|---|---:|---:|---:|---:|"]
+    for sys_ in WB_SYSTEMS:
+        reps = wbr.get(sys_) or []
+        per = [per_block(x) for x in reps]
+        route = "–"
+        st = r["status"].get("wb:%s:1" % sys_, "").split()
+        if not sys_.endswith("-wc") and len(st) > max(PMC_FIELDS.values()):
+            route = "%s / %s (%s)" % tuple(st[PMC_FIELDS[k]] for k in (
+                "wb_pfn_blocks", "wb_bounce_blocks", "wb_notsupp"))
+        sp = (100.0 * (max(per) - min(per)) / min(per)) if len(per) > 1 and min(per) > 0 else None
+        lines.append("| %s | %s | %s | %s | %s | %s |" % (
+            WB_NAMES[sys_], route, *(fmt(x) for x in (per + [None, None])[:2]),
+            fmt(statistics.mean(per)) if per else "–", "–" if sp is None else "%.1f %%" % sp))
+    return lines + [""]
 
 
 def render(r):
@@ -330,6 +411,14 @@ def render(r):
               "(its span is so short that the few timer interrupts that land in one of "
               "its %s spans move its mean by a few instructions)."
               % (worst[False], worst[True], fmt(s["count"])), ""]
+    prev = r.get("vs_previous")
+    if prev and prev.get("where") and prev.get("count") == s["count"]:
+        lines += ["Against the previous run of `make bench-cpu` (%s, commit %s%s, another "
+                  "boot), the largest difference of an operation's mean is **%.2f %%** (%s)."
+                  % (prev["date"], (prev["commit"] or "?")[:12],
+                     " (dirty tree)" if prev.get("dirty") else "", prev["worst_pct"],
+                     prev["where"]), ""]
+    lines += writeback_section(r)
     # the guard's set
     g = res.get("guard")
     if g:

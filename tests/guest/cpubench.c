@@ -3,9 +3,10 @@
  * cpubench: the guest side of tests/bench/run_cpu_bench.py and
  * tests/test_cpu_guard.py (issue 33).  Built statically on the host.
  *
- *   cpubench TAG DEV COUNT FIRST OP[,OP...]
- *	Times each OP on COUNT blocks of 4 KiB, blocks FIRST to FIRST +
- *	COUNT - 1 of DEV visited in one fixed pseudo-random order (the same
+ *   cpubench TAG DEV COUNT FIRST OP[,OP...] [STRIDE]
+ *	Times each OP on COUNT blocks of 4 KiB, blocks FIRST, FIRST + STRIDE,
+ *	... FIRST + (COUNT - 1) * STRIDE of DEV (STRIDE 1 if not given)
+ *	visited in one fixed pseudo-random order (the same
  *	for every OP and every run), one operation at a time (QD1, psync,
  *	O_DIRECT).  Each operation is timed alone with
  *	clock_gettime(CLOCK_MONOTONIC); prints one line per OP:
@@ -66,7 +67,7 @@ static int cmp_u64(const void *a, const void *b)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: cpubench TAG DEV COUNT FIRST OP[,OP...]\n");
+	fprintf(stderr, "usage: cpubench TAG DEV COUNT FIRST OP[,OP...] [STRIDE]\n");
 	exit(2);
 }
 
@@ -110,17 +111,19 @@ int main(int argc, char **argv)
 {
 	const char *tag, *dev;
 	char *ops, *op, *save, *buf;
-	u64 count, first, i, *order, *t, x;
+	u64 count, first, stride = 1, i, *order, *t, x;
 	int fd, fd_dsync;
 
-	if (argc != 6)
+	if (argc != 6 && argc != 7)
 		usage();
 	tag = argv[1];
 	dev = argv[2];
 	count = strtoull(argv[3], NULL, 0);
 	first = strtoull(argv[4], NULL, 0);
 	ops = argv[5];
-	if (!count)
+	if (argc == 7)
+		stride = strtoull(argv[6], NULL, 0);
+	if (!count || !stride)
 		usage();
 	fd = open(dev, O_RDWR | O_DIRECT);
 	fd_dsync = open(dev, O_RDWR | O_DIRECT | O_DSYNC);
@@ -138,7 +141,7 @@ int main(int argc, char **argv)
 	/* Fisher-Yates over the blocks with a fixed xorshift: no sequential run */
 	x = 0x9e3779b97f4a7c15ULL;
 	for (i = 0; i < count; i++)
-		order[i] = first + i;
+		order[i] = first + i * stride;
 	for (i = count - 1; i > 0; i--) {
 		u64 j, tmp;
 
