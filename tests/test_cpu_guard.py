@@ -52,9 +52,19 @@ def mutant_edit(loops):
 def build_mutant(loops):
     """dm-pmemcache with the loop, built in a folder of this checkout's
     under KCACHE (the same path each time: ccache hits for the files the
-    edit leaves alone). Returns the .ko."""
+    edit leaves alone). A build of the same sources against the same
+    kernel build is reused. Returns the .ko."""
+    import hashlib
     import vm_mutants
     dst = KCACHE / ("cpu-guard-mutant-%s-%d" % (LOGDIR.name, loops))
+    key = hashlib.sha1(repr(mutant_edit(loops)).encode())
+    for f in sorted((REPO / "dm-pmemcache").rglob("*")):
+        if f.is_file() and (f.suffix in (".c", ".h") or f.name in ("Kbuild", "Makefile")):
+            key.update(str(f.relative_to(REPO)).encode() + b"\0" + f.read_bytes())
+    key.update((KBUILD / "Module.symvers").read_bytes())
+    ko, stamp = dst / "dm-pmemcache/dm-pmemcache.ko", dst / "sources.sha1"
+    if ko.exists() and stamp.exists() and stamp.read_text() == key.hexdigest():
+        return ko
     shutil.rmtree(dst, ignore_errors=True)
     dst.mkdir(parents=True)
     src = vm_mutants.copy_module(dst)
@@ -64,7 +74,8 @@ def build_mutant(loops):
                         "O=%s" % KBUILD, "CC=ccache gcc", "M=%s" % src, "modules"],
                        capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
-    return src / "dm-pmemcache.ko"
+    stamp.write_text(key.hexdigest())
+    return ko
 
 
 @pytest.fixture(scope="module")
