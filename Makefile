@@ -156,9 +156,11 @@ bench: image
 # -icount shift=0,sleep=off on one vCPU (a guest instruction per virtual
 # ns: the figures are the same on any host load). 4 KiB new writes,
 # overwrites, read hits, 512 B reads, write+FLUSH, FUA writes and discards,
-# QD1, on bare pmem, dm-pmemcache and dm-writecache, each twice; writes
+# QD1, on bare pmem, dm-pmemcache and dm-writecache, each twice, and
+# writeback per block; a second boot runs a profiling copy of the module
+# (tests/bench/cpu_profile.py: where our instructions go). Writes
 # docs/bench/cpu.json, docs/bench/cpu.md and tests/cpu_guard.json (the
-# overheads make test's tests/test_cpu_guard.py guards). About a minute.
+# overheads make test's tests/test_cpu_guard.py guards). About 5 minutes.
 # Uses the kernel and the guest image that make test built.
 bench-cpu:
 	@test -f $(BZIMAGE) || { echo "no kernel at $(BZIMAGE): run make kernel (or make test) first"; exit 1; }

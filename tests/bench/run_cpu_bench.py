@@ -189,14 +189,12 @@ def git(*args):
                           text=True).stdout.strip()
 
 
-def run():
+def boot(name, sets, files):
+    """One icount boot running @sets; returns (script output, host s)."""
     from vm import VM, KCACHE
     from run_bench import run_guest
-    files = build_tool()
-    sets = [GUARD_SET, sets_line("bench", SYSTEMS, OPS, COUNT, REPEATS),
-            sets_line("wb", WB_SYSTEMS, ["new"], WB_COUNT, REPEATS)]
-    state = Path(tempfile.mkdtemp(prefix="cpubench.", dir=KCACHE))
-    vm = VM("cpubench", state)
+    state = Path(tempfile.mkdtemp(prefix="%s." % name, dir=KCACHE))
+    vm = VM(name, state)
     log = vm._log_path()
     cmd = vm.command(script(sets), files=files, timeout=3600, disks=2, pmem_size=1024,
                      log=log, icount=True)
@@ -206,7 +204,34 @@ def run():
     subprocess.run(["rm", "-rf", str(state)])
     if rc != 0 or "CPUDONE=1" not in output:
         sys.exit("cpu bench: the guest exited %d (log %s)" % (rc, log))
+    return output, wall
+
+
+def profile(files):
+    """The second boot: the profiling copy (cpu_profile.py) in place of
+    the module, the hot ops once; {"kinds": .., "results": ..} or
+    {"error": why} if the copy could not be made."""
+    import cpu_profile
+    import vm_mutants
+    with tempfile.TemporaryDirectory(prefix="pmc-prof-") as tmp:
+        try:
+            ko = cpu_profile.build(Path(tmp))
+        except (vm_mutants.MutantError, RuntimeError) as e:
+            print("cpu bench: no profile: %s" % e)
+            return {"error": str(e).splitlines()[0]}
+        print("== profiling copy", flush=True)
+        output, _ = boot("cpuprof", [sets_line("prof", GUARD_SYSTEMS, GUARD_OPS, COUNT, 1)],
+                         files + [(ko, "/lib/modules/extra/dm-pmemcache.ko")])
+    return {"kinds": cpu_profile.parse(output), "results": parse(output)["results"]["prof"]}
+
+
+def run():
+    files = build_tool()
+    sets = [GUARD_SET, sets_line("bench", SYSTEMS, OPS, COUNT, REPEATS),
+            sets_line("wb", WB_SYSTEMS, ["new"], WB_COUNT, REPEATS)]
+    output, wall = boot("cpubench", sets, files)
     r = parse(output)
+    r["profile"] = profile(files)
     r["settings"] = {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "commit": git("rev-parse", "HEAD"),
@@ -318,6 +343,56 @@ def writeback_section(r):
     return lines + [""]
 
 
+def profile_section(r):
+    import cpu_profile
+    prof = r.get("profile")
+    if not prof:
+        return []
+    lines = ["## Where our instructions go", ""]
+    if "error" in prof:
+        return lines + ["No profile this run: %s" % prof["error"], ""]
+    b, p = r["results"]["bench"], prof["results"]
+    lines += ["A second boot loads a profiling copy of the module "
+              "(`tests/bench/cpu_profile.py`: the same code with `rdtsc()` stamps at the "
+              "phase boundaries of `pmc_map()`; under `-icount` the TSC counts "
+              "instructions) and runs the hot ops once on %s blocks. Mean instructions per "
+              "operation in each phase, from `pmc_map()`'s entry to its return:"
+              % fmt(r["settings"]["count"]), ""]
+    for kind, phases in (("new", cpu_profile.WRITE_PHASES),
+                         ("overwrite", cpu_profile.WRITE_PHASES),
+                         ("read", cpu_profile.READ_PHASES)):
+        k = prof["kinds"].get(kind)
+        if not k:
+            continue
+        copy = k["phases"][cpu_profile.COPY_PHASE["read" if kind == "read" else "write"] - 1]
+        total = sum(k["phases"])
+        plain = mean_of(b["pmc"].get(kind))
+        stamped = mean_of(p["pmc"].get(kind))
+        floor = mean_of(b["floor-raw"].get(kind))
+        over = plain - floor
+        ours = total - copy
+        lines += ["### %s (%s ops)" % (OP_NAMES[kind], fmt(k["n"])), "",
+                  "| phase | instructions |", "|---|---:|"]
+        for name, v in zip(phases, k["phases"]):
+            lines.append("| %s | %s |" % (name, fmt(v)))
+        lines += ["| **inside `pmc_map()`** | **%s** |" % fmt(total), "",
+                  "With the stamps the operation cost %s instructions, %s without: the "
+                  "stamps and the sums cost %s, a few of them inside each phase. Above the "
+                  "floor (%s) the plain module costs **%s**: about **%s** of it inside "
+                  "`pmc_map()` other than the data copy (the floor copies as well; stamps "
+                  "included), and about **%s** outside `pmc_map()`: dm core's clone of the "
+                  "bio, its submission and its completion, and whatever differs between our "
+                  "copy and pmem's."
+                  % (fmt(stamped), fmt(plain), fmt(stamped - plain), fmt(floor), fmt(over),
+                     fmt(ours), fmt(over - ours)), ""]
+        ci = cpu_profile.COPY_PHASE["read" if kind == "read" else "write"] - 1
+        top = sorted(((v, name) for i, (name, v) in enumerate(zip(phases, k["phases"]))
+                      if i != ci), reverse=True)[:3]
+        lines += ["Largest phases other than the copy: %s." % "; ".join(
+            "%s (%s)" % (name, fmt(v)) for v, name in top), ""]
+    return lines
+
+
 def render(r):
     s, res = r["settings"], r["results"]
     b = res.get("bench", {})
@@ -419,6 +494,7 @@ def render(r):
                      " (dirty tree)" if prev.get("dirty") else "", prev["worst_pct"],
                      prev["where"]), ""]
     lines += writeback_section(r)
+    lines += profile_section(r)
     # the guard's set
     g = res.get("guard")
     if g:
