@@ -26,8 +26,9 @@ echo "CPUINFO clocksource=$(cat /sys/devices/system/clocksource/clocksource0/cur
 mkdir -p /orig
 mount -t tmpfs -o size=3g tmpfs /orig || die "tmpfs"
 truncate -s $((1024 * 1024 * 1024)) /orig/m0 /orig/m1
-L0=$(losetup -f) && losetup "$L0" /orig/m0 && L1=$(losetup -f) && losetup "$L1" /orig/m1 ||
+if ! { L0=$(losetup -f) && losetup "$L0" /orig/m0 && L1=$(losetup -f) && losetup "$L1" /orig/m1; }; then
 	die "losetup"
+fi
 mdadm --create /dev/md0 --run --quiet --metadata=1.2 --assume-clean --level=1 \
 	--raid-devices=2 "$L0" "$L1" 2>&1 || die "mdadm"
 SZ=$(blockdev --getsz /dev/md0)
@@ -62,7 +63,7 @@ md1_up() {
 # last completions)
 drain_busy() {
 	b0=$(busy_ns)
-	dmsetup message $1 0 flush || die "flush $1"
+	dmsetup message "$1" 0 flush || die "flush $1"
 	sleep 1
 	b1=$(busy_ns)
 	echo "$((b1 - b0))"
@@ -77,23 +78,23 @@ wb() {
 	case $sys in wbx-*) stride=2 ;; esac
 	case $sys in
 	wb-pfn|wb-bounce|wbx-pfn|wbx-bounce)
-		ns_mode raw; zero_pmem; name=pc
+		ns_mode raw; zero_pmem; name="pc"
 		dm_create pc "0 $SZ1 pmemcache /dev/md1 /dev/pmem0 4096 7 writeback ${sys#wb*-} high_watermark 100 low_watermark 100 format" ||
 			die "create pc" ;;
 	wb-wc|wbx-wc)
-		ns_mode fsdax; zero_pmem; name=wc
+		ns_mode fsdax; zero_pmem; name="wc"
 		dm_create wc "0 $SZ1 writecache p /dev/md1 /dev/pmem0 4096 0" || die "create wc" ;;
 	esac
 	echo "PROGRESS $tag: $count new blocks (stride $stride), then their writeback to md raid1 over virtio"
-	cpubench "$tag" /dev/mapper/$name "$count" 0 new $stride > /tmp/cpu.out || die "cpubench $tag"
+	cpubench "$tag" "/dev/mapper/$name" "$count" 0 new "$stride" > /tmp/cpu.out || die "cpubench $tag"
 	sed 's/ op=new / op=wbfill /' /tmp/cpu.out
-	st0=$(dmsetup status $name | tr ' ' ,)
-	dirty=$(drain_busy $name)
-	clean=$(drain_busy $name)
+	st0=$(dmsetup status "$name" | tr ' ' ,)
+	dirty=$(drain_busy "$name")
+	clean=$(drain_busy "$name")
 	echo "WB tag=$tag blocks=$count drain_busy_ns=$dirty clean_busy_ns=$clean"
-	echo "STATUS tag=$tag $(dmsetup status $name | tr ' ' ,)"
+	echo "STATUS tag=$tag $(dmsetup status "$name" | tr ' ' ,)"
 	echo "STATUS0 tag=$tag $st0"
-	dmsetup remove $name
+	dmsetup remove "$name"
 }
 
 # measure TAG SYS OPS COUNT: set SYS up, time OPS, take it down
@@ -104,8 +105,8 @@ measure() {
 	floor-raw) ns_mode raw; dev=/dev/pmem0 first=32768 ;;
 	floor-fsdax) ns_mode fsdax; dev=/dev/pmem0 first=32768 ;;
 	pmc|pmc-mutant)
-		if [ $sys = pmc-mutant ]; then
-			rmmod dm_pmemcache && insmod /test/mutant.ko || die "insmod mutant"
+		if [ "$sys" = pmc-mutant ]; then
+			{ rmmod dm_pmemcache && insmod /test/mutant.ko; } || die "insmod mutant"
 		fi
 		ns_mode raw; zero_pmem
 		dm_create pc "0 $SZ pmemcache /dev/md0 /dev/pmem0 4096 1 format" || die "create pc"
@@ -123,8 +124,8 @@ measure() {
 	pmc*) echo "STATUS tag=$tag $(dmsetup status pc | tr ' ' ,)"; dmsetup remove pc ;;
 	wc) echo "STATUS tag=$tag $(dmsetup status wc | tr ' ' ,)"; dmsetup remove wc ;;
 	esac
-	if [ $sys = pmc-mutant ]; then
-		rmmod dm_pmemcache && insmod /lib/modules/extra/dm-pmemcache.ko || die "insmod again"
+	if [ "$sys" = pmc-mutant ]; then
+		{ rmmod dm_pmemcache && insmod /lib/modules/extra/dm-pmemcache.ko; } || die "insmod again"
 	fi
 }
 
