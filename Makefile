@@ -28,7 +28,7 @@ PY        := /usr/bin/python3
 PYTEST    := $(PY) -m pytest
 
 .PHONY: all deps kernel module userspace install uninstall image vm test test-long demo \
-	bench bench-check figures clean check-series deb deb-pmemcachectl deb-modules deb-kernel
+	bench bench-cpu bench-check figures clean check-series deb deb-pmemcachectl deb-modules deb-kernel
 
 all: kernel module userspace image
 
@@ -151,6 +151,22 @@ bench: image
 	@KCACHE=$(KCACHE) KBUILD=$(KBUILD) $(PY) tests/bench/run_overload_bench.py
 	@KCACHE=$(KCACHE) KBUILD=$(KBUILD) $(PY) tests/bench/run_scale_bench.py
 	@KCACHE=$(KCACHE) KBUILD=$(KBUILD) $(PY) tests/bench/run_bench.py
+
+# The instruction-counted benchmark (issue 33): one boot under QEMU
+# -icount shift=0,sleep=off on one vCPU (a guest instruction per virtual
+# ns: the figures are the same on any host load). 4 KiB new writes,
+# overwrites, read hits, 512 B reads, write+FLUSH, FUA writes and discards,
+# QD1, on bare pmem, dm-pmemcache and dm-writecache, each twice, and
+# writeback per block; a second boot runs a profiling copy of the module
+# (tests/bench/cpu_profile.py: where our instructions go). Writes
+# docs/bench/cpu.json, docs/bench/cpu.md and tests/cpu_guard.json (the
+# overheads make test's tests/test_cpu_guard.py guards). About 5 minutes.
+# Uses the kernel and the guest image that make test built.
+bench-cpu:
+	@test -f $(BZIMAGE) || { echo "no kernel at $(BZIMAGE): run make kernel (or make test) first"; exit 1; }
+	@test -f $(IMAGE) || { echo "no guest image at $(IMAGE): run make image (or make test) first"; exit 1; }
+	@$(MAKE) -s -C $(KSRC) O=$(KBUILD) CC="ccache gcc" M=$(CURDIR)/dm-pmemcache modules
+	@KCACHE=$(KCACHE) KBUILD=$(KBUILD) $(PY) tests/bench/run_cpu_bench.py
 
 # docs/reliability.md's figures table from the kept runs, docs/figures/*.json
 # (pytest writes one per run: PMC_FIGURES_OUT=docs/figures/NAME.json, or

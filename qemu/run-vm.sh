@@ -47,6 +47,9 @@ usage: run-vm.sh --kernel BZIMAGE --initrd BASE.cpio.gz [options]
   --out FILE          the script's output (default STATE/out.log)
   --result FILE       exit status and kernel log (default STATE/result.log)
   --accel tcg|kvm     default tcg (KVM fails under nesting here)
+  --icount            deterministic guest time: one vCPU under
+                      -icount shift=0,sleep=off, one guest instruction per
+                      virtual nanosecond (tests/bench/run_cpu_bench.py)
   --interactive       console on this terminal, no timeout
 EOU
 	exit 2
@@ -54,7 +57,7 @@ EOU
 
 kernel= initrd= state= script= disks=6 disk_size=512 pmem_size=1024
 iommu=none throttle= cache=unsafe append= memory=2048 timeout=600
-log= out= result= accel=tcg interactive=0 files=()
+log= out= result= accel=tcg interactive=0 icount=0 files=()
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--kernel) kernel=$2; shift ;;
@@ -76,6 +79,7 @@ while [ $# -gt 0 ]; do
 	--result) result=$2; shift ;;
 	--accel) accel=$2; shift ;;
 	--interactive) interactive=1 ;;
+	--icount) icount=1 ;;
 	*) usage ;;
 	esac
 	shift
@@ -158,9 +162,22 @@ for ((i = 0; i < disks; i++)); do
 	       -device "virtio-blk-pci,drive=d$i,serial=pmc-disk$i$dev_opts")
 done
 
+# With --icount the guest's clocks count its instructions: QEMU runs one
+# vCPU, advances virtual time by 1 ns per instruction and, with
+# sleep=off, jumps over idle time at once instead of sleeping. A guest's
+# clock_gettime() delta over work that touches no host-side device
+# (pmem is plain memory here) is then its instruction count, the same on
+# a loaded host and on an idle one.
+smp=2
+if [ $icount = 1 ]; then
+	[ "$accel" = tcg ] || { echo "run-vm: --icount needs --accel tcg" >&2; exit 2; }
+	smp=1
+	args+=(-icount shift=0,sleep=off)
+fi
+
 # maxmem holds the RAM, the NVDIMM (any size: it is device memory, mapped
 # from the sparse file, never allocated) and 1 GiB to spare.
-qemu=(qemu-system-x86_64 -machine "$machine" -accel "$accel" -cpu max -smp 2
+qemu=(qemu-system-x86_64 -machine "$machine" -accel "$accel" -cpu max -smp $smp
       -m "${memory}M,slots=2,maxmem=$((memory + pmem_size + 1024))M"
       -object "memory-backend-file,id=pm0,share=on,mem-path=$state/pmem.img,size=${pmem_size}M"
       -device nvdimm,memdev=pm0,id=nv0

@@ -275,11 +275,12 @@ class VM:
 
     def command(self, script, *, files=(), iommu="none", append="", timeout=600,
                 disks=6, disk_size=512, pmem_size=1024, throttle=None, memory=2048,
-                log=None):
+                log=None, icount=False):
         """The run-vm.sh command line of one boot. Sizes in MiB. pmem_size
         up to 64 GiB works with the default memory (a sparse NVDIMM file;
         run-vm.sh checks the host has room for what the guest may write,
-        and the module's index needs about 250 MB at 64 GiB)."""
+        and the module's index needs about 250 MB at 64 GiB). icount: one
+        vCPU whose clocks count its instructions (run-vm.sh --icount)."""
         if not BZIMAGE.exists():
             raise RuntimeError("no kernel at %s: run make kernel" % BZIMAGE)
         script_path = self.state / ("script-%d.sh" % self.boots)
@@ -298,6 +299,8 @@ class VM:
             cmd += ["--append", append]
         if throttle:
             cmd += ["--throttle", throttle]
+        if icount:
+            cmd.append("--icount")
         for src, dst in list(guest_files()) + list(files):
             cmd += ["--files", "%s:%s" % (src, dst)]
         return cmd
