@@ -179,7 +179,7 @@ doff=$(dd if=/dev/pmem0 bs=4096 count=1 iflag=direct 2>/dev/null | od -An -tu8 -
 echo "$((doff / 512)) 8" > /sys/block/pmem0/badblocks || die "set badblocks"
 status 1
 rc=0
-timeout 60 dmsetup message pc 0 flush 2>/dev/null || rc=$?
+timeout 60 dmsetup message pc 0 flush > /dev/null 2>&1 || rc=$?
 echo "FLUSH_RC=$rc"
 status 2
 dmsetup remove pc
