@@ -15,13 +15,11 @@ counted, not timed).
 """
 import os
 import re
-import shutil
 import subprocess
-import tempfile
 
 import pytest
 
-from vm import build
+from vm import build, host_mutant
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 HOST = os.path.join(HERE, "host")
@@ -65,7 +63,6 @@ def test_selection_takes_every_dirty_block_in_origin_order(index_model):
     assert "FLUSH NEVER ENDS" not in p.stdout
 
 
-SRC = os.path.normpath(os.path.join(HERE, "..", "dm-pmemcache"))
 
 # Each drops one of the bit sets that keep a writeback candidate findable
 # (pmc_index.c); a lost bit is a dirty block never written back and a
@@ -85,34 +82,16 @@ SELECT_MUTANTS = {
 
 
 @pytest.mark.parametrize("name", sorted(SELECT_MUTANTS))
-def test_selection_mutants_are_caught(name):
+def test_selection_mutants_are_caught(name, tmp_path):
     old, new = SELECT_MUTANTS[name]
-    tmp = tempfile.mkdtemp(prefix="pmc-selmut-")
-    try:
-        src = os.path.join(tmp, "src")
-        shutil.copytree(SRC, src, ignore=shutil.ignore_patterns(
-            "*.o", "*.ko", "*.cmd", ".*"))
-        path = os.path.join(src, "pmc_index.c")
-        text = open(path).read()
-        assert text.count(old) == 1, name
-        open(path, "w").write(text.replace(old, new))
-        binary = os.path.join(tmp, "index_model")
-        p = subprocess.run(
-            ["gcc", "-O2", "-std=gnu11", "-w", "-I" + src, "-o", binary,
-             os.path.join(HOST, "index_model.c"),
-             os.path.join(HOST, "host_env.c"),
-             os.path.join(src, "pmc_meta.c"), path,
-             os.path.join(src, "user", "pmc_shim_user.c")],
-            capture_output=True, text=True)
-        assert p.returncode == 0, p.stderr
-        p = subprocess.run([binary, "--check-select", "--seed", "1"],
-                           capture_output=True, text=True, timeout=600)
-        print(name, "->", "\n".join(p.stdout.splitlines()[:4]))
-        m = re.search(r"check select configs=\d+ mismatches=(\d+)", p.stdout)
-        assert m and int(m.group(1)) > 0 and p.returncode == 1, p.stdout
-        assert "a candidate without a bit" in p.stdout
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    binary = host_mutant(tmp_path, "pmc_index.c", old, new,
+                         ["index_model.c", "host_env.c"], ["pmc_meta.c", "pmc_index.c"])
+    p = subprocess.run([binary, "--check-select", "--seed", "1"],
+                       capture_output=True, text=True, timeout=600)
+    print(name, "->", "\n".join(p.stdout.splitlines()[:4]))
+    m = re.search(r"check select configs=\d+ mismatches=(\d+)", p.stdout)
+    assert m and int(m.group(1)) > 0 and p.returncode == 1, p.stdout
+    assert "a candidate without a bit" in p.stdout
 
 
 def test_bench_runs_and_evicts_without_a_scan(index_model):

@@ -20,17 +20,14 @@ same runs) must not be.
 """
 import os
 import re
-import shutil
 import subprocess
-import tempfile
 
 import pytest
 
-from vm import add_figure, build
+from vm import add_figure, build, host_mutant
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 HOST = os.path.join(HERE, "host")
-SRC = os.path.normpath(os.path.join(HERE, "..", "dm-pmemcache"))
 BIN = os.path.join(HOST, "mirror_check")
 MODEL_SEEDS = (1, 2, 3)
 MODEL_RUNS = 300000
@@ -130,29 +127,12 @@ def test_mirror_info_protocol_holds_under_cuts(mirror_check, figures):
 
 @pytest.mark.parametrize("what,fixed,broken", MUTANTS,
                          ids=[m[0].replace(" ", "-") for m in MUTANTS])
-def test_mirror_mutant_is_caught(what, fixed, broken, figures):
-    tmp = tempfile.mkdtemp(prefix="pmc-mirmut-")
-    try:
-        src = os.path.join(tmp, "src")
-        shutil.copytree(SRC, src, ignore=shutil.ignore_patterns(
-            "*.o", "*.ko", "*.cmd", ".*"))
-        path = os.path.join(src, "pmc_mirror.c")
-        text = open(path).read()
-        assert text.count(fixed) == 1, what
-        open(path, "w").write(text.replace(fixed, broken))
-        binary = os.path.join(tmp, "mirror_check")
-        p = subprocess.run(
-            ["gcc", "-O2", "-std=gnu11", "-w", "-I" + src, "-o", binary,
-             os.path.join(HOST, "mirror_check.c"), path,
-             os.path.join(src, "user", "pmc_shim_user.c")],
-            capture_output=True, text=True)
-        assert p.returncode == 0, p.stderr
-        rc, out = run_checks(binary)
-        caught = rc == 1 and "VIOLATION" in out
-        print("mirror mutant %s: %s" % (what, "caught" if caught else "NOT caught"))
-        print("\n".join(l for l in out.splitlines() if "VIOLATION" in l)[:600])
-        add_figure(figures, "mirror protocol mutants", "%d, caught %d",
-                   1, int(caught))
-        assert caught, out
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+def test_mirror_mutant_is_caught(what, fixed, broken, figures, tmp_path):
+    binary = host_mutant(tmp_path, "pmc_mirror.c", fixed, broken,
+                         ["mirror_check.c"], ["pmc_mirror.c"])
+    rc, out = run_checks(binary)
+    caught = rc == 1 and "VIOLATION" in out
+    print("mirror mutant %s: %s" % (what, "caught" if caught else "NOT caught"))
+    print("\n".join(l for l in out.splitlines() if "VIOLATION" in l)[:600])
+    add_figure(figures, "mirror protocol mutants", "%d, caught %d", 1, int(caught))
+    assert caught, out

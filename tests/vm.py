@@ -14,6 +14,7 @@ import hashlib
 import os
 import re
 import signal
+import shutil
 import subprocess
 import time
 from dataclasses import dataclass
@@ -74,6 +75,26 @@ def build(cmd):
     with open(REPO / ".build.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         return subprocess.run(cmd, capture_output=True, text=True)
+
+
+def host_mutant(tmp, name, old, new, host_sources, shared):
+    """A host program built from a copy of dm-pmemcache/ in which @name
+    (one of its files) has @old replaced by @new, which must occur exactly
+    once: tests/host/@host_sources plus the copy's @shared files and its
+    userspace shim.  Returns the binary's path."""
+    src = Path(tmp) / "src"
+    shutil.copytree(REPO / "dm-pmemcache", src,
+                    ignore=shutil.ignore_patterns("*.o", "*.ko", "*.cmd", ".*"))
+    text = (src / name).read_text()
+    assert text.count(old) == 1, "%s: the mutant's text occurs %d times" % (name, text.count(old))
+    (src / name).write_text(text.replace(old, new))
+    binary = Path(tmp) / "mutant"
+    p = subprocess.run(["gcc", "-O2", "-std=gnu11", "-w", "-I%s" % src, "-o", str(binary)]
+                       + [str(REPO / "tests/host" / f) for f in host_sources]
+                       + [str(src / f) for f in shared] + [str(src / "user/pmc_shim_user.c")],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    return str(binary)
 
 
 KSRC = Path(os.environ.get("KSRC", KCACHE / "linux"))
