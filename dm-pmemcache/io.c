@@ -221,11 +221,16 @@ static int pmc_copy_to_bio(struct bio *bio, const u8 *block, u32 first,
 		u32 done = 0;
 
 		while (done < bv.bv_len) {
-			u32 sec = pos >> SECTOR_SHIFT;
-			u32 chunk = min_t(u32, bv.bv_len - done,
-					  SECTOR_SIZE - (pos & (SECTOR_SIZE - 1)));
+			bool cached = mask & (1U << (pos >> SECTOR_SHIFT));
+			u32 end = round_up(pos + 1, SECTOR_SIZE);
+			u32 chunk;
 
-			if ((mask & (1U << sec)) &&
+			/* One copy for a run of cached sectors, not one each. */
+			while (end - pos < bv.bv_len - done &&
+			       !(mask & (1U << (end >> SECTOR_SHIFT))) == !cached)
+				end += SECTOR_SIZE;
+			chunk = min_t(u32, bv.bv_len - done, end - pos);
+			if (cached &&
 			    pmc_copy_from_pmem(dst + done, block + pos, chunk))
 				ret = -EIO;
 			done += chunk;

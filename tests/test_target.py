@@ -185,6 +185,49 @@ echo DONE=1
         assert s2["wb_pfn_bytes"] == 0
 
 
+# block (of 100..105) -> its sectors written through the cache: runs of
+# cached and uncached sectors in every shape pmc_copy_to_bio() meets
+PARTIAL_BLOCKS = {100: (1, 2, 5), 101: (0,), 102: (7,), 103: (0, 1, 2, 3),
+                  104: (3, 4), 105: (0, 7)}
+
+
+def test_partial_reads_take_each_sector_from_where_it_is(vm):
+    """Blocks 100..105 on md0 hold random data O; some of their sectors
+    are then written through the cache with a pattern (fio, O_DIRECT, one
+    512 B write each: busybox dd's oflag=direct writes of 512 B reach the
+    target as 4 KiB read-modify-writes here). A read of each block must
+    return the pattern for the cached sectors and O for the others."""
+    writes = " ".join("%d:%d" % (b, sec) for b, secs in sorted(PARTIAL_BLOCKS.items())
+                      for sec in secs)
+    res = run(vm, r"""
+pmc_init
+md_make md0 raid1 2 a
+dd if=/dev/urandom of=/tmp/o bs=4k count=6 2>/dev/null
+dd if=/tmp/o of=/dev/md0 bs=4k seek=100 oflag=direct conv=fsync 2>/dev/null || die origin
+dm_create pc "$(pmc_table md0 '4 high_watermark 100 low_watermark 100')" || die create
+cp /tmp/o /tmp/e
+for w in %(writes)s; do
+	b=${w%%:*} s=${w#*:}
+	byte=$(printf '%%02x' $((0xa0 + s)))
+	fio --name=w --filename=/dev/mapper/pc --direct=1 --ioengine=psync --rw=write \
+		--bs=512 --size=512 --offset=$(((b * 8 + s) * 512)) --buffer_pattern=0x$byte \
+		> /dev/null 2>&1 || die "fio $w"
+	head -c 512 /dev/zero | tr '\0' "\\$(printf '%%03o' $((0xa0 + s)))" |
+		dd of=/tmp/e bs=512 seek=$(((b - 100) * 8 + s)) conv=notrunc 2>/dev/null
+done
+status 1
+echo 3 > /proc/sys/vm/drop_caches
+dd if=/dev/mapper/pc of=/tmp/r bs=4k skip=100 count=6 iflag=direct 2>/dev/null || die read
+cmp /tmp/r /tmp/e && echo READ_OK=1
+status 2
+""" % dict(writes=writes))
+    s1, s2 = parse_status(res.value("STATUS1")), parse_status(res.value("STATUS2"))
+    assert s1["dirty"] == len(PARTIAL_BLOCKS) and s1["read_misses"] + s1["read_hits"] == 0, s1
+    assert res.value("READ_OK") == "1", res.output[-2000:]
+    # every block was read partly from the cache, partly from md
+    assert s2["read_partial"] == len(PARTIAL_BLOCKS), s2
+
+
 def test_reload_after_remove_keeps_dirty_blocks(vm):
     body = """
 pmc_init
