@@ -41,10 +41,11 @@ Each boot of the chain (one per cut) after the first:
                (dirty in the cache over the old data on md), deleted and
                trimmed (the dirty blocks must leave the cache); then
                seq_bypass 256 sends sequential writes around the cache
-               (write_around > 0), into blocks that may have been
-               trimmed. The next boot also scans every file for the
-               markers of both old versions: nothing may bring them
-               back.
+               (write_around > 0). The next boot also scans every file
+               for the markers of both old versions (nothing may bring
+               them back), and counts the bytes of files that lie in the
+               old data's extents (FIEMAP, fs_io extents/overlap): some
+               must, or the check would prove nothing.
 The first boot makes both file systems; the last one only checks.
 
 A failed check prints FS_DAMAGED (tests/vm_mutants.py), which only a
@@ -154,6 +155,7 @@ verify_fs() {
 		grep -m 40 '^LOST' /tmp/v.out | sed "s/^/$1 $4 /"
 		grep '^VERIFY' /tmp/v.out | sed "s/^/$1 $4 /"
 		if [ -n "$SCAN" ]; then
+			[ $4 = md ] || fs_io overlap /test/oldx.$1 $3 | sed "s/^/$1 $4 /"
 			# shellcheck disable=SC2086
 			fs_io scan $3 $SCAN > /tmp/s.out || true
 			grep -m 40 '^FOUND' /tmp/s.out | sed "s/^/$1 $4 /"
@@ -216,6 +218,9 @@ if [ %(kind)s = trim ]; then
 		fs_io fill $m/old %(trim_files)d 1024 %(mid)s || die "overwrite $m"
 	done
 	echo "TRIM0 $(dmsetup status pc)"
+	# where the old data is (the next boot counts what files took over)
+	fs_io extents /mnt/ext4/old | sed "s/^/OLDX ext4 /"
+	fs_io extents /mnt/xfs/old | sed "s/^/OLDX xfs /"
 	rm -r /mnt/ext4/old /mnt/xfs/old
 	sync
 	for m in /mnt/ext4 /mnt/xfs; do
@@ -415,6 +420,7 @@ def run_chain(vm, tools, rng, cuts, figures):
     ko = "/test/mutant.ko" if MUTANT_KO else "/lib/modules/extra/dm-pmemcache.ko"
     files = list(tools)
     known = {t: [] for t, _, _ in FSES}
+    oldx = {t: "" for t, _, _ in FSES}     # the trimmed data's extents
     tally = Tally()
     kinds = [KINDS[c % len(KINDS)] for c in range(cuts)]
     lists = vm.state.parent / "lists"
@@ -426,6 +432,8 @@ def run_chain(vm, tools, rng, cuts, figures):
         for t in known:
             (lists / t).write_text("".join(line + "\n" for line in known[t]))
             extra.append((lists / t, "/test/files.%s" % t))
+            (lists / ("oldx." + t)).write_text(oldx[t])
+            extra.append((lists / ("oldx." + t), "/test/oldx.%s" % t))
         check = None if boot == 1 else ("scan" if kinds[boot - 2] == "trim" else "files")
         script = boot_script(boot, kind, ko, rng.randrange(1, 1 << 30), check)
         t0 = time.time()
@@ -452,6 +460,16 @@ def run_chain(vm, tools, rng, cuts, figures):
         if check and "CHECK_DONE=1" in out:
             check_results(out[:out.index("CHECK_DONE=1")], known, tally, boot - 1)
         check_reports(res)
+        if check == "scan" and "CHECK_DONE=1" in out:
+            # the test of the trim means something only if files that
+            # survived the cut took blocks whose old data was trimmed
+            reused = {t: int(v) for t, v in re.findall(
+                r"^(ext4|xfs) cache OVERLAP files=\d+ bytes=(\d+)$", out, re.M)}
+            print("after the trim cut, files hold %s KiB of the trimmed blocks (ext4, XFS)"
+                  % ", ".join(str(reused.get(t, 0) >> 10) for t in oldx))
+            add_figure(figures, "fs: trimmed KiB reused by files (ext4, XFS)", "%d, %d",
+                       reused.get("ext4", 0) >> 10, reused.get("xfs", 0) >> 10)
+            assert sum(reused.values()) > 0, "no file took a trimmed block: %s" % reused
         if kind is None:
             assert res.rc == 0 and "CHECK_DONE=1" in out, res.tail()
             break
@@ -474,6 +492,9 @@ def run_chain(vm, tools, rng, cuts, figures):
         new = logged(out)
         for t in known:
             known[t] += new[t]
+            oldx[t] = "".join("X %s %s\n" % m for m in re.findall(
+                r"^OLDX %s X (\d+) (\d+)$" % t, out, re.M))
+            assert kind != "trim" or oldx[t], "no extents of the old data on %s" % t
         ev, s, vol, _ = statuses(out)[seen - 1]
         print("cut %d/%d (%s): %s logged files, %d evictions, dirty %d, writeback %d, "
               "discards %d, around %d%s; boot %.0f s" % (

@@ -36,6 +36,14 @@
  *	with MARKER, written in place (no truncation) and fsync'ed: run twice
  *	with two markers, it overwrites the same blocks.
  *
+ *   fs_io extents DIR
+ *	"X <byte> <length>" for every extent (FIEMAP) of every regular file
+ *	under DIR: where on the volume the file system put them.
+ *
+ *   fs_io overlap LIST DIR
+ *	The bytes of the files under DIR that lie in the extents of LIST
+ *	(lines of fs_io extents): "OVERLAP files=N bytes=N".
+ *
  *   fs_io scan DIR MARKER...
  *	Reads every regular file under DIR; prints "FOUND <path> <marker>"
  *	for each file that holds one of the markers and "SCAN files=N
@@ -56,6 +64,9 @@
 #include <string.h>
 #include <unistd.h>
 #include <linux/falloc.h>
+#include <linux/fiemap.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -345,6 +356,106 @@ static int do_scan(const char *dir)
 	return found ? 1 : 0;
 }
 
+/* ---- extents and overlap: where the files are on the volume */
+
+#define MAX_RANGES	65536
+#define FIEMAP_BATCH	256
+
+static u64 (*ranges)[2];
+static unsigned int nranges;
+static unsigned long long overlap_bytes;
+static int listing;
+
+/* each extent of @fd: printed (listing) or counted against ranges */
+static void extents_of(int fd, const char *path)
+{
+	size_t sz = sizeof(struct fiemap) + FIEMAP_BATCH * sizeof(struct fiemap_extent);
+	struct fiemap *fm = calloc(1, sz);
+	u64 start = 0;
+	unsigned int i, r;
+
+	if (!fm)
+		die("calloc", path);
+	for (;;) {
+		memset(fm, 0, sz);
+		fm->fm_start = start;
+		fm->fm_length = ~0ULL - start;
+		fm->fm_flags = FIEMAP_FLAG_SYNC;
+		fm->fm_extent_count = FIEMAP_BATCH;
+		if (ioctl(fd, FS_IOC_FIEMAP, fm))
+			die("FIEMAP", path);
+		for (i = 0; i < fm->fm_mapped_extents; i++) {
+			struct fiemap_extent *e = &fm->fm_extents[i];
+
+			start = e->fe_logical + e->fe_length;
+			if (e->fe_flags & (FIEMAP_EXTENT_UNKNOWN | FIEMAP_EXTENT_DATA_INLINE))
+				continue;
+			if (listing) {
+				say("X %llu %llu\n", (unsigned long long)e->fe_physical,
+				    (unsigned long long)e->fe_length);
+				continue;
+			}
+			for (r = 0; r < nranges; r++) {
+				u64 lo = e->fe_physical > ranges[r][0] ? e->fe_physical : ranges[r][0];
+				u64 hi = e->fe_physical + e->fe_length;
+
+				if (ranges[r][0] + ranges[r][1] < hi)
+					hi = ranges[r][0] + ranges[r][1];
+				if (hi > lo)
+					overlap_bytes += hi - lo;
+			}
+		}
+		if (!fm->fm_mapped_extents ||
+		    fm->fm_extents[fm->fm_mapped_extents - 1].fe_flags & FIEMAP_EXTENT_LAST)
+			break;
+	}
+	free(fm);
+}
+
+static int extents_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	int fd;
+
+	(void)ftw;
+	if (flag != FTW_F || !S_ISREG(st->st_mode))
+		return 0;
+	fd = open(path, O_RDONLY);
+	if (fd < 0)
+		die("open", path);
+	scanned++;
+	extents_of(fd, path);
+	close(fd);
+	return 0;
+}
+
+static int do_extents(const char *dir, const char *list)
+{
+	char line[128];
+	FILE *f;
+
+	listing = !list;
+	if (list) {
+		ranges = calloc(MAX_RANGES, sizeof(*ranges));
+		f = fopen(list, "r");
+		if (!ranges || !f)
+			die("open", list);
+		while (nranges < MAX_RANGES && fgets(line, sizeof(line), f)) {
+			unsigned long long a, b;
+
+			if (sscanf(line, "X %llu %llu", &a, &b) == 2) {
+				ranges[nranges][0] = a;
+				ranges[nranges++][1] = b;
+			}
+		}
+		fclose(f);
+	}
+	if (nftw(dir, extents_one, 16, FTW_PHYS))
+		die("nftw", dir);
+	if (list)
+		say("OVERLAP files=%lu bytes=%llu\n", scanned, overlap_bytes);
+	return 0;
+}
+
 /* ---- churn: many processes of metadata and data operations */
 
 static unsigned long expected;
@@ -597,12 +708,17 @@ int main(int argc, char **argv)
 	if (argc == 6 && !strcmp(argv[1], "fill"))
 		return do_fill(argv[2], strtoul(argv[3], NULL, 0), strtoul(argv[4], NULL, 0),
 			       argv[5]);
+	if (argc == 3 && !strcmp(argv[1], "extents"))
+		return do_extents(argv[2], NULL);
+	if (argc == 4 && !strcmp(argv[1], "overlap"))
+		return do_extents(argv[3], argv[2]);
 	if (argc >= 4 && !strcmp(argv[1], "scan")) {
 		markers = argv + 3;
 		nmarkers = argc - 3;
 		return do_scan(argv[2]);
 	}
 	fprintf(stderr, "usage: fs_io churn DIR PROCS SEED BIG_MIB | durable DIR TAG SEED |\n"
-		"       verify LIST | fill DIR FILES KIB MARKER | scan DIR MARKER...\n");
+		"       verify LIST | fill DIR FILES KIB MARKER | extents DIR |\n"
+		"       overlap LIST DIR | scan DIR MARKER...\n");
 	return 2;
 }
