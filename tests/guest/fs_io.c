@@ -396,8 +396,10 @@ static void extents_of(int fd, const char *path)
 				continue;
 			}
 			for (r = 0; r < nranges; r++) {
-				u64 lo = e->fe_physical > ranges[r][0] ? e->fe_physical : ranges[r][0];
-				u64 hi = e->fe_physical + e->fe_length;
+				u64 lo = ranges[r][0], hi = e->fe_physical + e->fe_length;
+
+				if (e->fe_physical > lo)
+					lo = e->fe_physical;
 
 				if (ranges[r][0] + ranges[r][1] < hi)
 					hi = ranges[r][0] + ranges[r][1];
@@ -479,7 +481,8 @@ static void name(char *out, size_t len, const char *base)
 	unsigned int d = rnd() % CHURN_DIRS, f = rnd() % CHURN_NAMES;
 
 	if (rnd() % 3 == 0)
-		snprintf(out, len, "%s/d%u/s%u/f%u", base, d, (unsigned int)(rnd() % CHURN_SUBS), f);
+		snprintf(out, len, "%s/d%u/s%u/f%u", base, d,
+			 (unsigned int)(rnd() % CHURN_SUBS), f);
 	else
 		snprintf(out, len, "%s/d%u/f%u", base, d, f);
 }
