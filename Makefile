@@ -114,14 +114,16 @@ test: kernel image
 # cuts, >= 200 cuts over the volatile origin, every protocol window cut
 # 3 times, the durability mutants, fault injection in phases of 300 s
 # (twice), 2,000 fuzzed tables and 600 messages, >= 10,000,000 libFuzzer
-# executions of the on-pmem loader (tests/test_fuzz.py); the figures are printed together
+# executions of the on-pmem loader (tests/test_fuzz.py), the power cuts
+# under ext4 and XFS with their mutant and control (tests/test_fs_powercut.py;
+# still the make-test number of cuts); the figures are printed together
 # at the end (the workers' figures add up).
 test-long: kernel image
 	@PMC_LONG=1 KCACHE=$(KCACHE) KBUILD=$(KBUILD) $(PYTEST) -p no:cacheprovider -ra \
 		-n $(TEST_JOBS) \
 		tests/test_crash_model.py tests/test_target_powercut.py \
 		tests/test_durability.py tests/test_window_cuts.py tests/test_shutdown.py \
-		tests/test_fault_injection.py \
+		tests/test_fault_injection.py tests/test_fs_powercut.py \
 		tests/test_bad_input.py::test_fuzzed_tables_and_messages_are_refused \
 		tests/test_fuzz.py
 

@@ -23,7 +23,7 @@ import pytest
 
 import vm_mutants
 from vm import BZIMAGE, KBUILD, REPO
-from vm_mutants import LOST, NO_FUA, MutantError, apply_edits, verdict
+from vm_mutants import FS_DAMAGED, LOST, NO_FUA, MutantError, apply_edits, verdict
 
 # what conftest.py prints at the end of a passing run (its format)
 FIGURES = "".join("%-40s %s\n" % kv for kv in [
@@ -75,7 +75,7 @@ def nested_pytest(tmp_path, name, text):
 def test_a_passing_run_is_not_caught():
     """The old verdict keyed on a text a passing run prints."""
     assert "acknowledged writes lost" in PASSED     # old: grep -q ... -> "caught"
-    for checker in ("vm", "window:over_w2", "window-quiet:wb_c1", "fua"):
+    for checker in ("vm", "window:over_w2", "window-quiet:wb_c1", "fua", "fs"):
         assert verdict(checker, 0, PASSED) == "not caught"
         # the figures block even with a failed status (a later test failed)
         assert verdict(checker, 1, PASSED) == "not caught"
@@ -85,7 +85,7 @@ def test_a_passing_run_is_not_caught():
 
 def test_the_failure_token_and_exit_status_are_both_needed():
     for checker, token in (("vm", LOST), ("window:over_w2", LOST),
-                           ("window-quiet:wb_c1", LOST), ("fua", NO_FUA)):
+                           ("window-quiet:wb_c1", LOST), ("fua", NO_FUA), ("fs", FS_DAMAGED)):
         failed = "E       AssertionError: %s (ORIGIN):\n" % token
         assert verdict(checker, 1, failed) == "caught"
         assert verdict(checker, 0, failed) == "not caught"
@@ -119,7 +119,7 @@ def test_the_verdict_of_real_pytest_output(tmp_path):
 
 def test_only_the_token_constants_spell_the_tokens():
     """No passing run can print a token that no source spells out."""
-    for token in (LOST, NO_FUA):
+    for token in (LOST, NO_FUA, FS_DAMAGED):
         for d in ("tests", "dm-pmemcache", "qemu"):
             for f in (REPO / d).rglob("*"):
                 if f.is_file() and f.suffix in (".py", ".sh", ".c", ".h", ""):
@@ -130,6 +130,7 @@ def test_every_mutant_applies_exactly_once():
     src = REPO / "dm-pmemcache"
     mutants = vm_mutants.all_mutants()
     assert len(mutants) >= 14
+    mutants += vm_mutants.FS_MUTANTS
     assert len([m for m in mutants if m.checker == "model"]) == 8
     for m in mutants:
         text = (src / m.file).read_text()

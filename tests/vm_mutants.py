@@ -20,6 +20,12 @@ temporary folder and runs the checker that must notice it:
          writeback to go quiet, then flushes and cuts at the 8th hit
          (PMC_CUT_QUIET=1, PMC_CUT_AFTER=8): the batch it cuts in was
          covered by no earlier origin flush;
+  fs     the module is built as for vm and
+         tests/test_fs_powercut.py::test_power_cuts_under_ext4_and_xfs
+         runs with it (MUTANT_CUTS cuts under ext4 and XFS, the first
+         over the volatile origin); its mutants are FS_MUTANTS, run by
+         test_a_module_mutant_is_caught_under_ext4_and_xfs (PMC_LONG=1),
+         not by this script;
   fua    the module is built as for vm and
          tests/test_durability.py::test_writes_past_a_full_cache_reach_the_origin_with_fua
          runs with it (random cuts rarely catch a missing FUA there:
@@ -32,8 +38,8 @@ temporary folder and runs the checker that must notice it:
 
 The verdict (verdict()) keys on the checker's exit status and on a token
 that only a failing check prints: pytest's status 1 (tests failed) and
-"AssertionError: " + LOST (the checks of the cuts) or + NO_FUA (the FUA
-count); crash_model's status 1 and a line starting with "VIOLATION" (a
+"AssertionError: " + LOST (the checks of the cuts), + NO_FUA (the FUA
+count) or + FS_DAMAGED (fsck or a logged file, under a file system); crash_model's status 1 and a line starting with "VIOLATION" (a
 failed assertion of the model is not one). A test that fails for any
 other reason, or a passing one (whose figures block says "acknowledged
 writes lost 0"), is "not caught".
@@ -72,6 +78,9 @@ PY = os.environ.get("PY", sys.executable)
 # these. Nothing else may spell them out (test_durability_mutants.py).
 LOST = "DURABILITY-FAILURE: " + "acknowledged writes lost"
 NO_FUA = "DURABILITY-FAILURE: " + "writes past the cache without FUA"
+# tests/test_fs_powercut.py: fsck found errors, or a logged fsync'ed file
+# is lost or wrong, after a power cut under ext4 and XFS
+FS_DAMAGED = "DURABILITY-FAILURE: " + "file system damaged by a power cut"
 MODEL_RUNS = [["--seed", "1"], ["--seed", "2"], ["--seed", "3"],
               ["--ops", "600", "--seed", "2"]]
 
@@ -116,6 +125,14 @@ MUTANTS = [
 ]
 
 FENCE_STMT = re.compile(r"\bpmc_pmem_fence\((PMC_P_[A-Z]+)\);")
+
+
+# The checker "fs": the power cuts under ext4 and XFS of
+# tests/test_fs_powercut.py (the first cut is over the volatile origin).
+FS_MUTANTS = [
+    Mutant("origin flush before CLEAN, under ext4 and XFS (pmc_wb_flush_origin)",
+           "writeback.c", "fs", MUTANTS[0].edits),
+]
 
 
 def fence_mutants(src=REPO / "dm-pmemcache"):
@@ -170,7 +187,8 @@ def token_re(checker):
     kind = checker.split(":")[0]
     if kind == "model":
         return re.compile(r"^VIOLATION", re.M)
-    return re.compile(re.escape("AssertionError: " + (NO_FUA if kind == "fua" else LOST)))
+    token = {"fua": NO_FUA, "fs": FS_DAMAGED}.get(kind, LOST)
+    return re.compile(re.escape("AssertionError: " + token))
 
 
 def verdict(checker, rc, log):
@@ -275,6 +293,10 @@ def check(mutant, checker, log, cuts=None):
             rc, out = run_pytest(
                 "tests/test_durability.py::test_power_cuts_over_a_volatile_origin",
                 {"PMC_DURABLE_CUTS": str(cuts), "PMC_MUTANT_KO": ko}, log)
+        elif kind == "fs":
+            rc, out = run_pytest(
+                "tests/test_fs_powercut.py::test_power_cuts_under_ext4_and_xfs",
+                {"PMC_FS_CUTS": str(cuts), "PMC_MUTANT_KO": ko}, log)
         elif kind == "fua":
             rc, out = run_pytest(
                 "tests/test_durability.py::"

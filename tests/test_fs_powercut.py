@@ -1,0 +1,543 @@
+"""Power cuts under ext4 and XFS on the cache, judged by their own fsck (issue 32).
+
+Every other crash test drives the block device with our own writers and
+checkers. Here a journaling file system is the client: it relies on
+REQ_PREFLUSH/REQ_FUA ordering, discards (fstrim) and suspend (fsfreeze),
+and e2fsck / xfs_repair judge the result, which nobody here wrote.
+
+The stack: md raid5 over 4 virtio disks (256 MiB each) -> dm volatile
+(tests/kmod/dm-volatile.c) in the boots that say so, else dm linear (the
+cache knows an origin without an md UUID by its size alone, so both
+stacks hold the same cache) -> the cache on 64 MiB of pmem -> two
+dm-linear volumes, ext4 on the first (384 MiB), XFS on the rest. So
+every cut is a cut under both file systems at once.
+
+Each boot of the chain (one per cut) after the first:
+1. mounts both through the cache (journal/log replay), reads every file
+   logged so far by fs_io durable (tests/guest/fs_io.c) and compares its
+   size and checksum, unmounts, runs `e2fsck -fn` / `xfs_repair -n`;
+2. sends `flush`, removes the cache, and runs the same fsck and file
+   check on md alone (the volumes as linear tables over md0, mounted
+   read-only);
+3. puts the cache back and runs the workload: per file system 3 churn
+   processes (create, write, append, overwrite, rename, link, symlink,
+   truncate, fallocate, punch, unlink, mkdir, rmdir, fsync; the first one
+   rewrites a 24 MiB file with fdatasync), a writer of small files each
+   fsync'ed with its folder and then logged "D <path> <size> <sum>" on
+   the script's output, and fstrim of both every 4 s;
+4. is cut (QEMU killed) at a random moment (0-3 s) once the status,
+   sampled once a second, shows what makes the cut mean something, which
+   the test asserts on the last sample before the cut: evictions in this
+   boot (a kprobe on pmc_meta_evict), writeback, dirty blocks, discards
+   from fstrim, at least MIN_FILES logged files per file system; and the
+   boot's own condition:
+     volatile  over dm volatile, which must hold unflushed writes (they
+               are lost at the cut);
+     freeze    fsfreeze -f of both, `dmsetup suspend` of the cache while
+               they are frozen (must end within 60 s), resume, fsfreeze
+               -u; the writers must go on (files logged after the thaw);
+     trim      12 MiB of files per file system written and written back
+               (`flush`), overwritten in place with writeback held off
+               (dirty in the cache over the old data on md), deleted and
+               trimmed (the dirty blocks must leave the cache); then
+               seq_bypass 256 sends sequential writes around the cache
+               (write_around > 0). The next boot also scans every file
+               for the markers of both old versions (nothing may bring
+               them back), and counts the bytes of files that lie in the
+               old data's extents (FIEMAP, fs_io extents/overlap): some
+               must, or the check would prove nothing.
+The first boot makes both file systems; the last one only checks.
+
+A failed check prints FS_DAMAGED (tests/vm_mutants.py), which only a
+failure prints. PMC_FS_CUTS sets the number of cuts (default 3, the
+boot kinds in the order above); PMC_MUTANT_KO=path runs another build of
+dm-pmemcache.ko (tests/vm_mutants.py, checker "fs").
+
+PMC_LONG=1 adds the mutation test: the module without its origin flush
+before CLEAN must be caught by FS_MUTANT_CUTS cuts (the first one over
+the volatile origin), and the unmutated module under the same cuts must
+not (the control).
+"""
+import os
+import random
+import re
+import time
+
+import pytest
+
+from test_durability import VOL_FIELDS, guest_tools  # noqa: F401 (fixture: dm-volatile.ko)
+from test_target import PRELUDE, parse_status, pmemcache_module  # noqa: F401
+from test_target_powercut import power_cut
+from vm import REPO, GuestRun, add_figure, build, check_reports
+import vm_mutants
+from vm_mutants import FS_DAMAGED
+
+LONG = os.environ.get("PMC_LONG", os.environ.get("LONG", "0")) not in ("", "0")
+KINDS = ["volatile", "freeze", "trim"]
+CUTS = int(os.environ.get("PMC_FS_CUTS", "3"))
+MUTANT_KO = os.environ.get("PMC_MUTANT_KO")
+FS_IO = REPO / "tests/guest/fs_io"
+
+PMEM_MB = 64
+DISK_MB = 256                   # raid5 over 4: 768 MiB
+E4_SECTORS = 384 << 11          # ext4's volume; XFS gets the rest
+BIG_MB = 24                     # the big file each churn set rewrites
+CHURN_PROCS = 3
+VOLATILE = "32768 8"            # as test_durability.py: 32 MiB held at most
+TABLE = "4 high_watermark 10 low_watermark 1"
+TRIM_FILES = 12                 # MiB of old data per file system, trimmed
+MIN_FILES = 10                  # logged files per file system before a cut
+AFTER_THAW = 5                  # ... and after the thaw, in a freeze boot
+MARKERS = ("PMC-OLD-DATA", "PMC-MID-DATA")
+FSES = (("ext4", "e4", "/mnt/ext4"), ("xfs", "xf", "/mnt/xfs"))
+
+
+@pytest.fixture(scope="module")
+def fs_tools(guest_tools):
+    """test_durability's guest tools (dm-volatile.ko, PMC_MUTANT_KO as
+    /test/mutant.ko) and the static tests/guest/fs_io."""
+    p = build(["gcc", "-static", "-O2", "-Wall", "-Wextra", "-Werror", "-o", str(FS_IO),
+               str(FS_IO) + ".c"])
+    assert p.returncode == 0, p.stderr
+    return list(guest_tools) + [(FS_IO, "/usr/bin/fs_io")]
+
+
+SETUP = PRELUDE + r"""
+insmod /lib/modules/extra/dm-volatile.ko || die "insmod dm-volatile"
+[ -b /dev/pmem0 ] || die "no /dev/pmem0"
+insmod %(ko)s || die insmod
+if [ %(first)d = 1 ]; then
+	md_make md0 raid5 4 a
+else
+	mdadm --assemble --run /dev/md0 /dev/vda /dev/vdb /dev/vdc /dev/vdd 2>&1 || die assemble
+fi
+SZ=$(blockdev --getsz /dev/md0)
+E4=%(e4)d
+XF=$((SZ - E4))
+# the cache's origin is always a dm device "vol" (the cache knows an md
+# origin by its UUID, a dm one by its size): dm volatile or dm linear
+VOLATILE=%(volatile)d
+if [ $VOLATILE = 1 ]; then
+	dmsetup create --noudevsync vol --table "0 $SZ volatile /dev/md0 %(vol)s" || die volatile
+else
+	dmsetup create --noudevsync vol --table "0 $SZ linear /dev/md0 0" || die linear
+fi
+dmsetup mknodes vol
+ORIGIN=mapper/vol
+mkdir -p /mnt/ext4 /mnt/xfs
+
+stack() {
+	dm_create pc "$(pmc_table $ORIGIN '%(table)s')" || die "create pc"
+	dm_create e4 "0 $E4 linear /dev/mapper/pc 0" || die "create e4"
+	dm_create xf "0 $XF linear /dev/mapper/pc $E4" || die "create xf"
+}
+
+# fsck_fs TYPE DEV WHERE: "FSCK TYPE WHERE rc=N", and its output if not 0
+fsck_fs() {
+	rc=0
+	if [ $1 = ext4 ]; then
+		/sbin/e2fsck -fn $2 > /tmp/fsck.out 2>&1 || rc=$?
+	else
+		/usr/sbin/xfs_repair -n $2 > /tmp/fsck.out 2>&1 || rc=$?
+	fi
+	echo "FSCK $1 $3 rc=$rc"
+	[ $rc = 0 ] || head -n 40 /tmp/fsck.out | sed "s/^/FSCKOUT $1 $3 /"
+}
+
+# verify_fs TYPE DEV MNT WHERE [ro]: every logged file of TYPE, and with
+# SCAN set no file holding an old marker; "MOUNTFAIL" if it does not mount
+verify_fs() {
+	opt=
+	[ -z "$5" ] || opt="-o ro"
+	# shellcheck disable=SC2086
+	if mount -t $1 $opt $2 $3 2> /tmp/mount.err; then
+		fs_io verify /test/files.$1 > /tmp/v.out || true
+		grep -m 40 '^LOST' /tmp/v.out | sed "s/^/$1 $4 /"
+		grep '^VERIFY' /tmp/v.out | sed "s/^/$1 $4 /"
+		if [ -n "$SCAN" ]; then
+			[ $4 = md ] || fs_io overlap /test/oldx.$1 $3 | sed "s/^/$1 $4 /"
+			# shellcheck disable=SC2086
+			fs_io scan $3 $SCAN > /tmp/s.out || true
+			grep -m 40 '^FOUND' /tmp/s.out | sed "s/^/$1 $4 /"
+			grep '^SCAN' /tmp/s.out | sed "s/^/$1 $4 /"
+		fi
+		umount $3 || die "umount $3"
+	else
+		echo "MOUNTFAIL $1 $4 $(head -c 300 /tmp/mount.err | tr '\n' ' ')"
+	fi
+}
+"""
+
+CHECK = r"""
+SCAN="%(scan)s"
+stack
+verify_fs ext4 /dev/mapper/e4 /mnt/ext4 cache
+fsck_fs ext4 /dev/mapper/e4 cache
+verify_fs xfs /dev/mapper/xf /mnt/xfs cache
+fsck_fs xfs /dev/mapper/xf cache
+echo "ST_CHECK $(dmsetup status pc)"
+dmsetup message pc 0 flush || die flush
+dmsetup remove e4 && dmsetup remove xf && dmsetup remove pc || die "remove the cache"
+dm_create e4md "0 $E4 linear /dev/md0 0" || die "create e4md"
+dm_create xfmd "0 $XF linear /dev/md0 $E4" || die "create xfmd"
+fsck_fs ext4 /dev/mapper/e4md md
+verify_fs ext4 /dev/mapper/e4md /mnt/ext4 md ro
+fsck_fs xfs /dev/mapper/xfmd md
+verify_fs xfs /dev/mapper/xfmd /mnt/xfs md ro
+dmsetup remove e4md && dmsetup remove xfmd || die "remove the md volumes"
+echo CHECK_DONE=1
+"""
+
+WORK = r"""
+stack
+if [ %(first)d = 1 ]; then
+	/sbin/mke2fs -q -t ext4 -E nodiscard /dev/mapper/e4 || die "mke2fs"
+	/usr/sbin/mkfs.xfs -q -K /dev/mapper/xf || die "mkfs.xfs"
+fi
+mount -t ext4 /dev/mapper/e4 /mnt/ext4 || die "mount ext4"
+mount -t xfs /dev/mapper/xf /mnt/xfs || die "mount xfs"
+# page cache written out within a second or so, not after 30 s
+echo 100 > /proc/sys/vm/dirty_expire_centisecs
+echo 50 > /proc/sys/vm/dirty_writeback_centisecs
+T=/sys/kernel/tracing
+mount -t tracefs tracefs $T 2>/dev/null || true
+echo 'p:pmc_evict pmc_meta_evict' > $T/kprobe_events || die kprobe
+echo 1 > $T/events/kprobes/enable
+if [ %(kind)s = trim ]; then
+	# old data on the origin (written back: clean in the cache), newer
+	# data over it in the cache (dirty: no writeback meanwhile), then
+	# deleted and trimmed; then the new files may take those blocks,
+	# and seq_bypass sends sequential writes around the cache
+	dmsetup message pc 0 high_watermark 100 && dmsetup message pc 0 low_watermark 100 ||
+		die "watermarks"
+	for m in /mnt/ext4 /mnt/xfs; do
+		fs_io fill $m/old %(trim_files)d 1024 %(old)s || die "fill $m"
+	done
+	dmsetup message pc 0 flush || die flush
+	for m in /mnt/ext4 /mnt/xfs; do
+		fs_io fill $m/old %(trim_files)d 1024 %(mid)s || die "overwrite $m"
+	done
+	echo "TRIM0 $(dmsetup status pc)"
+	# where the old data is (the next boot counts what files took over)
+	fs_io extents /mnt/ext4/old | sed "s/^/OLDX ext4 /"
+	fs_io extents /mnt/xfs/old | sed "s/^/OLDX xfs /"
+	rm -r /mnt/ext4/old /mnt/xfs/old
+	sync
+	for m in /mnt/ext4 /mnt/xfs; do
+		t=$(/usr/sbin/fstrim -v $m) || die "fstrim $m"
+		echo "TRIMMED $t"
+	done
+	echo "TRIM1 $(dmsetup status pc)"
+	dmsetup message pc 0 low_watermark 1 && dmsetup message pc 0 high_watermark 10 ||
+		die "watermarks"
+	dmsetup message pc 0 seq_bypass 256 || die "seq_bypass"
+fi
+dmsetup message pc 0 clear_stats
+fs_io churn /mnt/ext4/churn %(procs)d %(seed)d %(big)d &
+fs_io churn /mnt/xfs/churn %(procs)d %(seed2)d %(big)d &
+fs_io durable /mnt/ext4 b%(boot)d %(seed)d &
+fs_io durable /mnt/xfs b%(boot)d %(seed2)d &
+while true; do
+	sleep 4
+	[ -e /tmp/frozen ] && continue
+	for m in /mnt/ext4 /mnt/xfs; do
+		/usr/sbin/fstrim $m || echo "FAIL: fstrim $m"
+	done
+done &
+thawed=0
+while true; do
+	ev=$(awk '$1 == "pmc_evict" { print $2 }' $T/kprobe_profile)
+	if [ %(kind)s = freeze ] && [ "$ev" -gt 0 ] && [ $thawed = 0 ]; then
+		: > /tmp/frozen
+		t0=$(date +%%s)
+		timeout 60 /usr/sbin/fsfreeze -f /mnt/ext4 || die "fsfreeze -f ext4"
+		timeout 60 /usr/sbin/fsfreeze -f /mnt/xfs || die "fsfreeze -f xfs"
+		echo "FROZEN $(dmsetup status pc)"
+		timeout 60 dmsetup suspend pc || die "suspend with the file systems frozen"
+		echo "SUSPENDED $(dmsetup info -c --noheadings -o attr pc) $(dmsetup status pc)"
+		dmsetup resume pc || die resume
+		/usr/sbin/fsfreeze -u /mnt/ext4 || die "fsfreeze -u ext4"
+		/usr/sbin/fsfreeze -u /mnt/xfs || die "fsfreeze -u xfs"
+		rm /tmp/frozen
+		echo "THAWED $(($(date +%%s) - t0))"
+		thawed=1
+	fi
+	# one line (one write): the writers' lines never come in between
+	if [ $VOLATILE = 1 ]; then
+		vol=$(dmsetup status vol)
+	else
+		vol=none
+	fi
+	echo "ST $ev $(dmsetup status pc) VOL $vol"
+	sleep 1
+done
+"""
+
+
+def boot_script(boot, kind, ko, seed, files_known):
+    """The script of boot number @boot (1: make the file systems): check
+    the previous cut (if @files_known), then run the workload of @kind
+    (None: the last boot, check only)."""
+    first = int(boot == 1)
+    s = SETUP % dict(ko=ko, first=first, e4=E4_SECTORS, volatile=int(kind == "volatile"),
+                     vol=VOLATILE, table=TABLE)
+    if files_known:
+        s += CHECK % dict(scan=" ".join(MARKERS) if files_known == "scan" else "")
+    if kind:
+        s += WORK % dict(first=first, kind=kind,
+                         old=MARKERS[0], mid=MARKERS[1], trim_files=TRIM_FILES,
+                         procs=CHURN_PROCS, seed=seed,
+                         seed2=seed + 1, big=BIG_MB, boot=boot)
+    return s
+
+
+def statuses(output):
+    """(evictions, cache status, volatile status or None, end of the line
+    in output) of every whole ST line (the guest may be in the middle of
+    printing the last one)."""
+    out = []
+    for m in re.finditer(r"^ST (\d*) (\S+ \S+ pmemcache [^\n]*?) VOL (?:none|\S+ \S+ volatile "
+                         r"([\d ]+?))\r?\n", output, re.M):
+        vol = dict(zip(VOL_FIELDS, map(int, m.group(3).split()))) if m.group(3) else None
+        out.append((int(m.group(1) or 0), parse_status(m.group(2)), vol, m.end()))
+    return out
+
+
+def logged(output):
+    """The logged (fsync'ed) files of a boot's output, whole lines only:
+    {fs type: [line, ...]}."""
+    files = {t: [] for t, _, _ in FSES}
+    for m in re.finditer(r"^(D (/mnt/(ext4|xfs)/\S+) \d+ [0-9a-f]{16})\r?\n", output, re.M):
+        files["ext4" if m.group(3) == "ext4" else "xfs"].append(m.group(1))
+    return files
+
+
+def precondition(kind, output, n=None):
+    """What must hold at the cut, from the last of the first @n status
+    samples: a list of what does not (empty: the cut may come)."""
+    sts = statuses(output)[:n]
+    if not sts:
+        return ["no status sample"]
+    ev, s, vol, end = sts[-1]
+    upto = output[:end]        # only the output up to that sample counts
+    missing = []
+    if ev <= 0:
+        missing.append("no eviction")
+    if s["wb_pfn_blocks"] + s["wb_bounce_blocks"] <= 0:
+        missing.append("no writeback")
+    if s["dirty"] <= 0:
+        missing.append("no dirty block")
+    if s["discards"] <= 0:
+        missing.append("no discard (fstrim)")
+    for t, files in logged(upto).items():
+        if len(files) < MIN_FILES:
+            missing.append("%d files logged on %s" % (len(files), t))
+    if kind == "volatile" and not (vol and vol["held"] > 0):
+        missing.append("the volatile layer holds nothing")
+    if kind == "trim" and s["write_around"] <= 0:
+        missing.append("no write around the cache")
+    if kind == "freeze":
+        if "\nTHAWED " not in upto:
+            missing.append("not thawed yet")
+        else:
+            for t, files in logged(upto[upto.index("\nTHAWED "):]).items():
+                if len(files) < AFTER_THAW:
+                    missing.append("%d files logged on %s after the thaw" % (len(files), t))
+    return missing
+
+
+def wait_for(boot, what, seconds):
+    """Poll the script output of a vm.start() boot until what(output)."""
+    deadline = time.time() + seconds
+    text = ""
+    while time.time() < deadline:
+        console, text, result = boot.read()
+        if re.search(r"^FAIL:", text, re.M) or "@@EXIT" in result:
+            raise AssertionError("guest stopped:\n" + text[-4000:])
+        if "Kernel panic" in console:
+            raise AssertionError("kernel panic:\n" + console[-3000:])
+        if what(text):
+            return text
+        time.sleep(0.5)
+    raise AssertionError("waited %d s in vain:\n%s" % (seconds, text[-4000:]))
+
+
+def cut_moment(boot, kind, rng, tries=30):
+    """Wait for the precondition, then a random 0-3 s, and return the
+    number of status samples seen once the last one still shows it."""
+    for _ in range(tries):
+        wait_for(boot, lambda text: not precondition(kind, text), 600)
+        time.sleep(rng.random() * 3)
+        text = boot.read()[1]
+        if not precondition(kind, text):
+            return len(statuses(text))
+    raise AssertionError("%s: the precondition came and went %d times" % (kind, tries))
+
+
+class Tally:
+    def __init__(self):
+        self.fsck_runs = self.fsck_errors = self.lost = self.checked = 0
+
+
+def check_results(output, files, tally, after):
+    """The checks of a boot after cut @after: every fsck clean, every
+    logged file there through the cache and on md, no old marker found.
+    Fails with FS_DAMAGED (and the findings) otherwise."""
+    bad = []
+    fscks = re.findall(r"^FSCK (\S+) (\S+) rc=(\d+)$", output, re.M)
+    tally.fsck_runs += len(fscks)
+    for t, where, rc in fscks:
+        if rc != "0":
+            tally.fsck_errors += 1
+            bad.append("%s fsck on %s: exit status %s" % (t, where, rc))
+            bad += re.findall(r"^FSCKOUT %s %s (.*)$" % (t, where), output, re.M)[:15]
+    for t, _, _ in FSES:
+        for where in ("cache", "md"):
+            if "FSCK %s %s " % (t, where) not in output:
+                bad.append("no fsck of %s on %s" % (t, where))
+            m = re.search(r"^%s %s VERIFY files=(\d+) ok=(\d+) lost=(\d+)$" % (t, where),
+                          output, re.M)
+            mf = re.search(r"^MOUNTFAIL %s %s (.*)$" % (t, where), output, re.M)
+            if mf or not m:
+                tally.lost += len(files[t])
+                bad.append("%s on %s: %s" % (t, where, "does not mount: " + mf.group(1)
+                                             if mf else "no file check"))
+                continue
+            n, ok, lost = (int(x) for x in m.groups())
+            tally.checked += ok
+            if n != len(files[t]) or lost:
+                tally.lost += lost + abs(len(files[t]) - n)
+                bad.append("%s on %s: %d of %d logged files lost or wrong" % (
+                    t, where, lost, len(files[t])))
+                bad += re.findall(r"^%s %s (LOST .*)$" % (t, where), output, re.M)[:15]
+            for f in re.findall(r"^%s %s (FOUND .*)$" % (t, where), output, re.M):
+                bad.append("%s on %s: old data back: %s" % (t, where, f))
+                tally.lost += 1
+    assert not bad, "%s after cut %d:\n%s" % (FS_DAMAGED, after, "\n".join(bad))
+
+
+def run_chain(vm, tools, rng, cuts, figures):
+    ko = "/test/mutant.ko" if MUTANT_KO else "/lib/modules/extra/dm-pmemcache.ko"
+    files = list(tools)
+    known = {t: [] for t, _, _ in FSES}
+    oldx = {t: "" for t, _, _ in FSES}     # the trimmed data's extents
+    tally = Tally()
+    kinds = [KINDS[c % len(KINDS)] for c in range(cuts)]
+    lists = vm.state.parent / "lists"
+    lists.mkdir(exist_ok=True)
+    t_start = time.time()
+    for boot in range(1, cuts + 2):
+        kind = kinds[boot - 1] if boot <= cuts else None
+        extra = []
+        for t in known:
+            (lists / t).write_text("".join(line + "\n" for line in known[t]))
+            extra.append((lists / t, "/test/files.%s" % t))
+            (lists / ("oldx." + t)).write_text(oldx[t])
+            extra.append((lists / ("oldx." + t), "/test/oldx.%s" % t))
+        check = None if boot == 1 else ("scan" if kinds[boot - 2] == "trim" else "files")
+        script = boot_script(boot, kind, ko, rng.randrange(1, 1 << 30), check)
+        t0 = time.time()
+        if kind is None:
+            res = vm.run(script, files=files + extra, pmem_size=PMEM_MB, disk_size=DISK_MB,
+                         timeout=900, check=False, allow_reports=True)
+            out = res.output
+        else:
+            proc, log = vm.start(script, files=files + extra, pmem_size=PMEM_MB,
+                                 disk_size=DISK_MB, timeout=900)
+            failed = None
+            try:
+                if check:
+                    wait_for(log, lambda text: "CHECK_DONE=1" in text, 600)
+                seen = cut_moment(log, kind, rng)
+            except AssertionError as e:
+                failed = e
+            finally:
+                power_cut(vm, proc)
+            res = GuestRun.load(None, log)
+            out = res.output
+        # the previous cut's checks first: a damaged file system may stop
+        # the workload, or the kernel report it (XFS's corruption reports)
+        if check and "CHECK_DONE=1" in out:
+            check_results(out[:out.index("CHECK_DONE=1")], known, tally, boot - 1)
+        check_reports(res)
+        if check == "scan" and "CHECK_DONE=1" in out:
+            # the test of the trim means something only if files that
+            # survived the cut took blocks whose old data was trimmed
+            reused = {t: int(v) for t, v in re.findall(
+                r"^(ext4|xfs) cache OVERLAP files=\d+ bytes=(\d+)$", out, re.M)}
+            print("after the trim cut, files hold %s KiB of the trimmed blocks (ext4, XFS)"
+                  % ", ".join(str(reused.get(t, 0) >> 10) for t in oldx))
+            add_figure(figures, "fs: trimmed KiB reused by files (ext4, XFS)", "%d, %d",
+                       reused.get("ext4", 0) >> 10, reused.get("xfs", 0) >> 10)
+            assert sum(reused.values()) > 0, "no file took a trimmed block: %s" % reused
+        if kind is None:
+            assert res.rc == 0 and "CHECK_DONE=1" in out, res.tail()
+            break
+        if failed:
+            raise failed
+        # the precondition, asserted on the last sample before the cut
+        missing = precondition(kind, out, seen)
+        assert not missing, "cut %d (%s) came too early: %s" % (boot, kind, ", ".join(missing))
+        if kind == "freeze":
+            m = re.search(r"^SUSPENDED (\S+)", out, re.M)
+            assert m and "s" in m.group(1).lower(), out[-3000:]
+        if kind == "trim":
+            t0s, t1s = (parse_status(re.search(r"^%s (.*)$" % k, out, re.M).group(1))
+                        for k in ("TRIM0", "TRIM1"))
+            # the newer copies of the old data were dirty in the cache,
+            # and the trim dropped them (3/4: the deletion dirtied blocks too)
+            old = TRIM_FILES * 2 * 256
+            assert t0s["dirty"] >= old and t1s["dirty"] <= t0s["dirty"] - old * 3 // 4 \
+                and t1s["discards"] > t0s["discards"], (t0s, t1s)
+        new = logged(out)
+        for t in known:
+            known[t] += new[t]
+            oldx[t] = "".join("X %s %s\n" % m for m in re.findall(
+                r"^OLDX %s X (\d+) (\d+)$" % t, out, re.M))
+            assert kind != "trim" or oldx[t], "no extents of the old data on %s" % t
+        ev, s, vol, _ = statuses(out)[seen - 1]
+        print("cut %d/%d (%s): %s logged files, %d evictions, dirty %d, writeback %d, "
+              "discards %d, around %d%s; boot %.0f s" % (
+                  boot, cuts, kind, "+".join(str(len(new[t])) for t in new), ev, s["dirty"],
+                  s["wb_pfn_blocks"] + s["wb_bounce_blocks"], s["discards"],
+                  s["write_around"], ", volatile held %d" % vol["held"] if vol else "",
+                  time.time() - t0), flush=True)
+    print("fs cuts %d, fsync'ed files %d (checked %d times), fsck runs %d, fsck errors %d, "
+          "lost %d, %.0f s" % (cuts, sum(len(v) for v in known.values()), tally.checked,
+                               tally.fsck_runs, tally.fsck_errors, tally.lost,
+                               time.time() - t_start))
+    add_figure(figures, "fs power cuts (each under ext4 and XFS)", "%d", cuts)
+    add_figure(figures, "fs: fsync'ed files checked", "%d", tally.checked)
+    add_figure(figures, "fs: fsck runs", "%d", tally.fsck_runs)
+    add_figure(figures, "fs: fsck errors", "%d", tally.fsck_errors)
+    add_figure(figures, "fs: fsync'ed files lost", "%d", tally.lost)
+    return tally
+
+
+def test_power_cuts_under_ext4_and_xfs(vm, fs_tools, figures):
+    rng = random.Random(int(os.environ.get("PMC_SEED", "3232")))
+    run_chain(vm, fs_tools, rng, CUTS, figures)
+
+
+FS_MUTANT_CUTS = 1
+
+
+@pytest.mark.skipif(not LONG, reason="mutation testing: set PMC_LONG=1")
+@pytest.mark.parametrize("name", ["control"] + [m.name for m in vm_mutants.FS_MUTANTS])
+def test_a_module_mutant_is_caught_under_ext4_and_xfs(name, figures):
+    """vm_mutants.check() with the checker "fs": the module built from a
+    copy of dm-pmemcache/ with the mutant's edits (none for the control),
+    then test_power_cuts_under_ext4_and_xfs with it; the verdict needs
+    exit status 1 and FS_DAMAGED in the output."""
+    mutant = next((m for m in vm_mutants.FS_MUTANTS if m.name == name), None)
+    log = vm_mutants.log_name(vm_mutants.logs_dir(), "fs %s %d cuts" % (name, FS_MUTANT_CUTS))
+    verdict, why = vm_mutants.check(mutant, "fs", log, FS_MUTANT_CUTS)
+    print("%s, %d cut(s) under ext4 and XFS: %s -- %s (log %s)"
+          % (name, FS_MUTANT_CUTS, verdict, why, log))
+    if mutant:
+        add_figure(figures, "fs mutants, caught", "%d, %d", 1, verdict == "caught")
+        assert verdict == "caught", why
+    else:
+        add_figure(figures, "fs mutant controls, not caught", "%d, %d", 1,
+                   verdict == "not caught")
+        assert verdict == "not caught", why
