@@ -27,7 +27,13 @@ void pmc_free_slots(struct pmemcache *pc, const u32 *slots, unsigned int n)
 	for (i = 0; i < n; i++)
 		pmc_index_push_free(&pc->idx, slots[i]);
 	spin_unlock(&pc->free_lock);
-	wake_up_all(&pc->free_wait);
+	/*
+	 * Most frees find no writer waiting: skip the wait queue's lock.
+	 * wq_has_sleeper()'s barrier orders the push before the check; a
+	 * waiter queues itself before it looks at the free list.
+	 */
+	if (wq_has_sleeper(&pc->free_wait))
+		wake_up_all(&pc->free_wait);
 	pmc_health_clear(pc, PMC_H_FULL);
 }
 
