@@ -315,6 +315,20 @@ static int nmarkers;
 static unsigned long scanned, found;
 static unsigned long long scanned_bytes;
 
+/* The walks' files: a regular file opened and counted, else -1. */
+static int open_scanned(const char *path, const struct stat *st, int flag)
+{
+	int fd;
+
+	if (flag != FTW_F || !S_ISREG(st->st_mode))
+		return -1;
+	fd = open(path, O_RDONLY);
+	if (fd < 0)
+		die("open", path);
+	scanned++;
+	return fd;
+}
+
 static int scan_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
 	static char buf[(1 << 16) + 64];
@@ -323,12 +337,9 @@ static int scan_one(const char *path, const struct stat *st, int flag, struct FT
 	int fd, m, hit = 0;
 
 	(void)ftw;
-	if (flag != FTW_F || !S_ISREG(st->st_mode))
-		return 0;
-	fd = open(path, O_RDONLY);
+	fd = open_scanned(path, st, flag);
 	if (fd < 0)
-		die("open", path);
-	scanned++;
+		return 0;
 	while ((r = read(fd, buf + keep, sizeof(buf) - 64 - keep)) > 0) {
 		n = keep + r;
 		scanned_bytes += r;
@@ -419,12 +430,9 @@ static int extents_one(const char *path, const struct stat *st, int flag, struct
 	int fd;
 
 	(void)ftw;
-	if (flag != FTW_F || !S_ISREG(st->st_mode))
-		return 0;
-	fd = open(path, O_RDONLY);
+	fd = open_scanned(path, st, flag);
 	if (fd < 0)
-		die("open", path);
-	scanned++;
+		return 0;
 	extents_of(fd, path);
 	close(fd);
 	return 0;
