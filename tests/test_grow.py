@@ -1,8 +1,10 @@
 """A grown origin keeps its cache (issue 29): mdadm --grow under a live
 cache, then a reload with the new size and a load of the same cache
 again.  Before, every load after the grow was refused ("origin size
-differs"), with the dirty blocks stranded in pmem.  A shrunk origin is
-still refused: blocks beyond its end could never be written back.
+differs"), with the dirty blocks stranded in pmem.  pmemcachectl check
+and activate find the grown array by its UUID (the superblock keeps the
+size at format).  A shrunk origin is still refused: blocks beyond its end
+could never be written back.
 """
 from test_target import parse_status, pmemcache_module  # noqa: F401
 from test_target import run
@@ -32,6 +34,17 @@ dmsetup remove pc
 dm_create pc "0 $s1 pmemcache /dev/md0 /dev/pmem0 4096 $feat" || die "load after the grow"
 status 3
 fio_check a /dev/mapper/pc %(a)s
+# at the next boot: the superblock still records the size at format, the
+# tool finds the grown array by its UUID and checks the blocks cached past
+# the old end against it
+dmsetup remove pc
+rc=0; pmemcachectl check /dev/pmem0 > /tmp/o || rc=$?; echo "CHECK_RC=$rc"
+echo "CHECK_PAST=$(sed -n 's/^ *past size *\([0-9]*\) .*/\1/p' /tmp/o)"
+rc=0; pmemcachectl check /dev/pmem0 --origin /dev/md0 > /dev/null || rc=$?
+echo "CHECK_ORIGIN_RC=$rc"
+pmemcachectl activate /dev/pmem0 --name pc > /dev/null || die "activate after the grow"
+echo "TABLE=$(dmsetup table pc)"
+fio_check b /dev/mapper/pc --rw=randwrite --bs=4k --size=16m --offset=$b
 dmsetup message pc 0 flush || die flush
 dmsetup remove pc
 fio_check a /dev/md0 %(a)s
@@ -49,6 +62,10 @@ echo SHRUNK_REFUSED=1
     assert st[1]["dirty"] > 0
     assert st[2]["dirty"] == st[1]["dirty"]
     assert st[3]["dirty"] >= st[1]["dirty"]
-    assert res.values("VERIFY_OK") == ["a", "a", "b"]
+    assert res.values("VERIFY_OK") == ["a", "b", "a", "b"]
+    # blocks cached past the old end, dirty: the activation below had work
+    assert int(res.value("CHECK_PAST")) > 0 and res.value("CHECK_RC") == "4", res.tail()
+    assert res.value("CHECK_ORIGIN_RC") == "4", res.tail()
+    assert res.value("TABLE").startswith("0 %d pmemcache " % s1), res.value("TABLE")
     assert res.value("SHRUNK_REFUSED") == "1"
     assert "origin size differs" in res.dmesg

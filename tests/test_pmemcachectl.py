@@ -934,7 +934,7 @@ def tree(tool, tmp_path):
     t = FakeTree(tmp_path)
     t.add("md0", "9:0", ORIGIN_SECTORS, md_uuid=MD_UUID)
     t.add("md1", "9:1", ORIGIN_SECTORS, md_uuid="f" * 32)      # same size, other array
-    t.add("md2", "9:2", ORIGIN_SECTORS * 2, md_uuid=MD_UUID)   # same UUID, other size
+    t.add("md2", "9:2", ORIGIN_SECTORS // 2, md_uuid=MD_UUID)  # same UUID, smaller
     t.add("vda", "254:0", ORIGIN_SECTORS)
     t.img = t.pmem("pmem0", "259:0", "write:3:ff:1")
     return t
@@ -970,6 +970,31 @@ def test_udev_probe_and_activate_match_an_md_partition_by_its_number(tool, tmp_p
     assert "over %s/md0p1 " % t.dev in p.stdout
 
 
+def test_a_grown_array_is_still_the_origin(tool, tmp_path):
+    # mdadm --grow under a live cache: the module caches blocks up to the
+    # new end, the superblock keeps the size recorded at format.  udev and
+    # activation still know the array by its UUID, and check alone does not
+    # call a record past the recorded size damaged.
+    t = FakeTree(tmp_path)
+    t.add("md0", "9:0", ORIGIN_SECTORS * 2, md_uuid=MD_UUID)
+    past = ORIGIN_SECTORS // 8 + 5                          # a block of the grown part
+    img = t.pmem("pmem0", "259:0", "write:3:ff:1", "write:%d:ff:2" % past)
+    assert probe_keys(t.run("udev-probe", "md0"))["PMEMCACHE_ROLE"] == "origin"
+    assert probe_keys(t.run("udev-probe", "pmem0"))["PMEMCACHE_ORIGIN"] == "md0"
+    p = t.run("activate", "--all", "--dry-run")
+    assert p.returncode == OK, p.stderr
+    assert "over %s/md0 " % t.dev in p.stdout
+    j = check_json(img, rc=DIRTY)
+    r = j["records"]
+    assert (r["dirty"], r["out_of_range"], r["past_recorded_size"]) == (2, 0, 1)
+    p = run("check", img)
+    assert p.returncode == DIRTY and "past size      1 (" in p.stdout, p.stdout
+    # without a UUID the size is all there is: the same record is corrupt
+    none = mkimage(tmp_path / "none.img", "write:3:ff:1", "write:%d:ff:2" % past)
+    j = check_json(none, rc=CORRUPT)
+    assert j["records"]["out_of_range"] == 1 and j["records"]["past_recorded_size"] == 0
+
+
 def test_activate_dry_run_names_the_device_and_its_dm_uuid(tree):
     u = cache_uuid(tree.img)
     p = tree.run("activate", "--all", "--dry-run")
@@ -988,8 +1013,9 @@ def test_activate_with_the_origin_missing_says_so_and_creates_nothing(tree):
     assert p.returncode == NOORIGIN and p.stdout == ""
     one_error_line(p, str(tree.img), u, "origin (md array 01234567-89ab-cdef-0123-"
                    "456789abcdef, %d sectors) not present; nothing created" % ORIGIN_SECTORS)
-    # the identity is UUID and size: the array with the UUID and another
-    # size (md2) and the one with the size and another UUID (md1) are not it
+    # the identity is the UUID, and a size at least the recorded one: the
+    # array with the UUID and a smaller size (md2) and the one with the
+    # size and another UUID (md1) are not it
     t0 = time.time()
     p = tree.run("activate", "--all", "--dry-run", "--wait", "1")
     assert p.returncode == NOORIGIN and time.time() - t0 >= 1

@@ -122,6 +122,8 @@ static json_object *check_json(struct pmc_image *im, int v, const char *why,
 	json_object_object_add(c, "torn", json_object_new_int64((int64_t)im->rs.torn));
 	json_object_object_add(c, "unreadable", json_object_new_int64((int64_t)im->rs.unreadable));
 	json_object_object_add(c, "out_of_range", json_object_new_int64((int64_t)im->out_of_range));
+	json_object_object_add(c, "past_recorded_size",
+			       json_object_new_int64((int64_t)im->past_recorded));
 	json_object_object_add(j, "records", c);
 	return j;
 }
@@ -179,6 +181,10 @@ static void check_human(struct pmc_image *im, int v, const char *why,
 	if (im->out_of_range)
 		printf("  %-14s %llu (live records beyond the end of the origin)\n",
 		       "out of range", (unsigned long long)im->out_of_range);
+	if (im->past_recorded)
+		printf("  %-14s %llu (live records past the array's size at format: it has grown?"
+		       " give --origin to check them)\n", "past size",
+		       (unsigned long long)im->past_recorded);
 	if (v == PMC_V_DIRTY)
 		printf("%llu dirty blocks are not on the origin yet: load the cache, or run "
 		       "'pmemcachectl drain %s ORIGINDEV'\n",

@@ -512,6 +512,8 @@ int pmc_image_check(struct pmc_image *im, const struct pmc_origin_id *oid,
 {
 	struct pmc_origin_id rec;
 	struct pmc_super *sb = &im->sb;
+	bool may_grow;
+	u64 end;
 	u64 i, magic;
 	int r;
 
@@ -559,15 +561,31 @@ int pmc_image_check(struct pmc_image *im, const struct pmc_origin_id *oid,
 		*why = "recovery failed";
 		return PMC_V_DAMAGED;
 	}
+	/*
+	 * An md array may have grown (mdadm --grow) since the format: the
+	 * module then caches blocks up to its current end, and the superblock
+	 * keeps the size recorded then.  The array given bounds the records;
+	 * checked alone, records past the recorded size are counted apart.
+	 */
+	end = rec.sectors;
+	may_grow = rec.kind != PMC_ORIGIN_ID_NONE;
+	if (oid && may_grow && oid->kind == rec.kind && oid->sectors > end &&
+	    !memcmp(oid->uuid, rec.uuid, sizeof(rec.uuid)))
+		end = oid->sectors;
 	im->out_of_range = 0;
+	im->past_recorded = 0;
 	im->dirty_sectors = 0;
 	for (i = 0; i < im->meta.n_blocks; i++) {
 		u64 v = im->idx.slot[i];
 
 		if (!(pmc_slot_flags(v) & PMC_SF_USED))
 			continue;
-		if (!slot_in_origin(&im->meta, v, rec.sectors))
-			im->out_of_range++;
+		if (!slot_in_origin(&im->meta, v, end)) {
+			if (!oid && may_grow && slot_in_origin(&im->meta, v, ~0ULL))
+				im->past_recorded++;
+			else
+				im->out_of_range++;
+		}
 		if (pmc_slot_flags(v) & PMC_SF_DIRTY)
 			im->dirty_sectors += __builtin_popcount(pmc_slot_mask(v));
 	}

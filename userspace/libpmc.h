@@ -90,6 +90,8 @@ struct pmc_image {
 	bool recovered;
 	struct pmc_recover_stats rs;
 	u64 out_of_range;	/* live records beyond the origin's end */
+	u64 past_recorded;	/* of an md origin checked alone: live records
+				 * past the size recorded at format (grown?) */
 	u64 dirty_sectors;
 };
 

@@ -249,8 +249,9 @@ bool pmctl_is_origin_of(const struct pmctl_blk *b, const struct pmctl_sb *sb)
 	const char *saved = pmc_sysfs_root;
 	int r;
 
+	/* An md array may have grown since the format (mdadm --grow). */
 	if (sb->state != PMCTL_SB_CACHE || sb->origin_kind != PMC_ORIGIN_ID_MD ||
-	    b->sectors != sb->origin_sectors)
+	    b->sectors < sb->origin_sectors)
 		return false;
 	memset(&d, 0, sizeof(d));
 	snprintf(d.path, sizeof(d.path), "%s", b->path);
@@ -261,7 +262,7 @@ bool pmctl_is_origin_of(const struct pmctl_blk *b, const struct pmctl_sb *sb)
 	pmc_sysfs_root = pmctl_sysfs_root();
 	r = pmc_origin_identify(&d, &oid);
 	pmc_sysfs_root = saved;
-	return !r && oid.kind == sb->origin_kind && oid.sectors == sb->origin_sectors &&
+	return !r && oid.kind == sb->origin_kind && oid.sectors >= sb->origin_sectors &&
 	       !memcmp(oid.uuid, sb->origin_uuid, 16);
 }
 

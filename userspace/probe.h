@@ -96,7 +96,7 @@ int pmctl_blk_get(const char *name, struct pmctl_blk *b);
  * @prefix.  Returns how many (at most @max), or -1.
  */
 int pmctl_blk_list(const char *prefix, struct pmctl_blk *out, int max);
-/* Does @b have the identity the superblock recorded?  (kind md only) */
+/* Is @b the md array the superblock recorded (its UUID; grown or not)? */
 bool pmctl_is_origin_of(const struct pmctl_blk *b, const struct pmctl_sb *sb);
 /*
  * The devices that are @sb's origin, into @out (up to @max).  Returns how
