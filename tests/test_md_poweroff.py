@@ -20,13 +20,14 @@ message.
 
 `make test` runs four cases that cover each level, state and writer
 twice over; PMC_LONG=1 runs all eight, PMC_MD_POWEROFF_ROUNDS times each
-(default 3).
+(default 3).  Then an array that cannot stop, with and without the cache
+(below): md must give up on it after its bound.
 """
 import os
 
 import pytest
 
-from test_target import PRELUDE, build_module, MOD
+from test_target import PRELUDE, build_module, parse_status, MOD
 from vm import GuestRun, check_reports, wait_down
 
 LONG = os.environ.get("PMC_LONG", "0") not in ("", "0")
@@ -174,3 +175,86 @@ def test_poweroff_while_md_syncs(vm, module_built, level, state, writer, rnd):
     assert "writes not stopped within" not in run.console, run.tail()
     print("%s %s %s: down %.1f s after poweroff -f (sync %s, %s active stripes)"
           % (level, state, writer, took, run.value("SYNC_COMPLETED"), run.value("STRIPES")))
+
+
+# An array that cannot stop its writes: one member never completes a
+# request (a dm-linear member suspended with md's writes queued on it).
+# md's reboot notifier must give up on it after MD_REBOOT_TIMEOUT and the
+# machine go down (core-patches 0020); without that patch it stays up in
+# D state for ever.  With the cache, its own notifier's bounded wait for
+# writeback (PMC_SHUTDOWN_WAIT) comes first; the cache is large enough
+# never to fill, so the writes stuck on the member are writeback's own
+# (a full cache writes through in a work item that would wait for the
+# member, in D state, and be reported as a hung task).
+STUCK = r"""
+writer=%(writer)s
+[ $writer = cache ] && pmc_init
+devs=
+for l in a b c d; do
+	echo "0 $(blockdev --getsz /dev/vd$l) linear /dev/vd$l 0" |
+		dmsetup create --noudevsync m$l || die "dm-linear m$l"
+	devs="$devs /dev/mapper/m$l"
+done
+# shellcheck disable=SC2086
+mdadm --create /dev/md0 --run --quiet --metadata=1.2 --assume-clean \
+	--level=raid5 --raid-devices=4 --chunk=64 $devs 2>&1 || die create
+dev=/dev/md0
+if [ $writer = cache ]; then
+	dm_create pc "$(pmc_table md0 '4 high_watermark 1 low_watermark 0')" || die create
+	dev=/dev/mapper/pc
+fi
+fio --name=rand --filename=$dev --direct=1 --ioengine=libaio --iodepth=16 \
+	--rw=randwrite --bs=4k --size=64m --time_based --runtime=900 \
+	> /dev/null 2>&1 &
+sleep 3
+# writeback at full speed (a flush that never ends: it waits for the member)
+[ $writer = cache ] && { dmsetup message pc 0 flush > /dev/null 2>&1 & sleep 1; }
+# From here every request to md's last member waits in dm until a resume
+# that never comes.
+dmsetup suspend --noflush --nolockfs md 2>&1 || die "suspend md"
+sleep 3
+md=/sys/block/md0/md
+echo "STRIPES=$(cat $md/stripe_cache_active)"
+echo "MEMBER=$(dmsetup info md | sed -n 's/^State: *//p')"
+[ $writer = cache ] && echo "STATUS=$(dmsetup status pc)"
+# where the writers wait (tasks in D state)
+for p in /proc/[0-9]*; do
+	[ "$(cut -d' ' -f3 $p/stat 2>/dev/null)" = D ] || continue
+	echo "DTASK: $(cat $p/comm) ${p#/proc/}"
+	sed 's/^/DTASK:   /' $p/stack 2>/dev/null || true
+done
+echo GOING_DOWN=1
+poweroff -f
+"""
+GIVE_UP = "md: md0: writes not stopped within 10 s at reboot"
+
+
+@pytest.mark.parametrize("writer", ["fio", "cache"])
+def test_poweroff_gives_up_on_an_array_that_cannot_stop(vm, module_built, writer):
+    if writer == "cache":
+        module_built()
+    for f in vm.state.glob("*.img"):
+        f.unlink()
+    proc, boot = vm.start(PRELUDE + STUCK % dict(writer=writer), timeout=600,
+                          disk_size=256, pmem_size=192)
+    took = wait_down(proc, boot, DOWN_S)
+    run = GuestRun.load(None, boot)
+    # With the cache, writeback's work waits for the dead member, in md's
+    # stripe cache (raid5_get_active_stripe, as any writer of the array)
+    # or in its origin flush, and is reported as a hung task before the
+    # machine is down; the script prints where (DTASK lines).
+    check_reports(run, allow=r"INFO: task kworker/\S+ blocked for more than"
+                  if writer == "cache" else None)
+    assert "FAIL:" not in run.output, run.tail()
+    # the array could not stop: writes were stuck on the suspended member
+    assert int(run.value("STRIPES")) > 0, run.tail()
+    assert run.value("MEMBER") == "SUSPENDED", run.tail()
+    if writer == "cache":
+        assert parse_status(run.value("STATUS"))["dirty"] > 0, run.tail()
+        # writeback had writes stuck on the member: the cache's notifier
+        # gave up waiting for them first
+        assert "shutdown: origin writes still in flight after 10 s" in run.console, \
+            run.console[-3000:]
+    # md gave up on it after its bound, and the machine went down
+    assert GIVE_UP in run.console, run.console[-3000:]
+    print("%s: down %.1f s after poweroff -f, md gave up on md0" % (writer, took))
