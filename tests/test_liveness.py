@@ -27,9 +27,19 @@ origin's I/O (dmsetup suspend) at the moment it needs.
 - clear_stats during a flush: the flush took the zeroed error count for
   a new error and returned -EIO.
 """
-from test_durability import guest_tools  # noqa: F401
+import os
+import re
+import subprocess
+
+import pytest
+
+from test_durability import HOST, guest_tools  # noqa: F401
 from test_target import parse_status, pmemcache_module  # noqa: F401
 from test_target import run as run_target
+from vm import build, check_reports
+import vm_mutants
+
+LONG = os.environ.get("PMC_LONG", "0") not in ("", "0")
 
 GOLDEN = 0x61c8864680b583eb
 PMEM_BYTES = 1 << 30        # run-vm.sh's default NVDIMM
@@ -419,3 +429,72 @@ fio_check fill /dev/md0 --rw=write --bs=4k --size=16m --offset=0
     assert res.value("FLUSH_RC") == "0"
     assert parse_status(res.value("STATUS2"))["dirty"] == 0
     assert res.values("VERIFY_OK") == ["fill"]
+
+
+LOAD_FULL = r"""
+[ -b /dev/pmem0 ] || die "no /dev/pmem0"
+insmod %(ko)s || die insmod
+sectors=%(sectors)d
+dm_create z "0 $sectors zero" || die zero
+t0=$(date +%%s)
+dm_create pc "0 $sectors pmemcache /dev/mapper/z /dev/pmem0 4096 4 high_watermark 100 low_watermark 100" || die create
+echo "LOAD_S=$(( $(date +%%s) - t0 ))"
+echo "STATUS=$(dmsetup status pc)"
+dmsetup remove pc
+"""
+LOCKUPS = ("BUG: soft lockup", "detected stalls", "self-detected stall")
+NO_RESCHED = ("#define pmc_cond_resched()\t\tcond_resched()",
+              "#define pmc_cond_resched()\t\tdo { } while (0)")
+
+
+@pytest.mark.skipif(not LONG, reason="long form: PMC_LONG=1 (make test-long)")
+@pytest.mark.parametrize("module", ["mutant", "product"])
+def test_a_256_gib_namespace_full_of_records_loads_without_a_lockup_report(
+        vm, tmp_path, figures, module):
+    """Recovery loops over every record, and the load's other passes over
+    every slot: 66 million live records on a 256 GiB NVDIMM (a sparse
+    file, formatted and filled on the host by tests/host/forge_full with
+    the module's own code).  The soft-lockup detector (20 s) and the RCU
+    stall detector (21 s) are on: a loop without cond_resched() that runs
+    longer is reported, and any report fails the test.  The mutant (the
+    module with pmc_cond_resched() a no-op) must be reported, or the test
+    would prove nothing."""
+    p = build(["make", "-s", "-C", str(HOST), "forge_full"])
+    assert p.returncode == 0, p.stdout + p.stderr
+    files, ko = [], "/lib/modules/extra/dm-pmemcache.ko"
+    if module == "mutant":
+        src = vm_mutants.copy_module(tmp_path)
+        shim = src / "pmc_shim.h"
+        shim.write_text(vm_mutants.apply_edits(shim.read_text(), [NO_RESCHED]))
+        assert vm_mutants.build_module(src, False, tmp_path / "build.log"), \
+            (tmp_path / "build.log").read_text()
+        files, ko = [(src / "dm-pmemcache.ko", "/test/mutant.ko")], "/test/mutant.ko"
+    sectors = 1 << 31                                   # a 1 TiB dm-zero origin
+    img = vm.state / "pmem.img"
+    img.unlink(missing_ok=True)
+    subprocess.run(["truncate", "-s", "256G", str(img)], check=True)
+    p = subprocess.run([str(HOST / "forge_full"), str(img), str(sectors)],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    forged = int(re.search(r"records=(\d+)", p.stdout).group(1))
+    assert forged == n_blocks(256 << 30)
+    try:
+        res = run_target(vm, LOAD_FULL % dict(ko=ko, sectors=sectors), files=files,
+                         pmem_size=256 << 10, memory=3072, timeout=3600,
+                         allow_reports=True)
+    finally:
+        img.unlink()
+    st = parse_status(res.value("STATUS"))
+    # every forged record was recovered (writeback may have cleaned some:
+    # a cache 100 %% dirty is above high_watermark)
+    assert st["blocks"] == forged and st["free"] == 0, res.value("STATUS")
+    assert st["dirty"] + st["clean"] == forged, res.value("STATUS")
+    found = [r for r in LOCKUPS if r in res.console + res.dmesg]
+    print("%s: %d records recovered in a load of %s s; lockup reports: %s"
+          % (module, forged, res.value("LOAD_S"), found or "none"))
+    if module == "mutant":
+        assert found, "the mutant without cond_resched() was not reported:\n" + res.tail()
+        return
+    check_reports(res)
+    figures["256 GiB load: records recovered, seconds"] = "%d, %s" % (
+        forged, res.value("LOAD_S"))
