@@ -17,6 +17,7 @@
 #include <linux/workqueue.h>
 
 #include "pmc_meta.h"
+#include "pmc_mirror.h"
 #include "pmc_table.h"
 
 #define DM_MSG_PREFIX "pmemcache"
@@ -110,6 +111,8 @@ struct pmc_mirror_dev {
 	u8 *kaddr;		/* its byte 0 */
 	pfn_t pfn;
 	u64 bytes;		/* its size, whole pages */
+	struct pmc_mirror_half h[2];	/* 0: pmem_dev, 1: dev (mirror.c) */
+	struct pmc_mirror_plan plan;
 };
 
 struct pmemcache {
@@ -343,6 +346,10 @@ static inline void pmc_note_foreground(struct pmemcache *pc)
 	if (READ_ONCE(pc->rc.last_fg) != now)
 		WRITE_ONCE(pc->rc.last_fg, now);
 }
+
+/* mirror.c */
+int pmc_mirror_check(struct pmemcache *pc, u8 **base, char **error);
+int pmc_mirror_start(struct pmemcache *pc, const struct pmc_origin_id *oid);
 
 /* recovery.c */
 int pmc_load_check(struct pmemcache *pc, char **error);

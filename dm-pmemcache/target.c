@@ -272,12 +272,6 @@ static int pmc_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	r = pmc_claim(pc, &ti->error);
 	if (r)
 		goto bad;
-	if (pc->mirror.dev) {
-		/* issue 31 lands in steps: the mirrored stores are not in yet */
-		ti->error = "mirror: a mirrored cache cannot start yet";
-		r = -EINVAL;
-		goto bad;
-	}
 	id = pmc_pmem_enter(pc);
 	if (id < 0) {
 		ti->error = "pmem namespace is gone";
