@@ -26,7 +26,11 @@ static void pmc_mirror_halves(struct pmemcache *pc)
 	h[1].present = true;
 }
 
-/* Does @h hold a valid superblock of a cache of this origin? */
+/*
+ * Does @h hold anything but a blank device (or an interrupted format)?
+ * A cache of another origin or size counts: only a blank device is ever
+ * overwritten without 'format', as with one device.
+ */
 static bool pmc_mirror_holds_cache(struct pmemcache *pc,
 				   const struct pmc_mirror_half *h,
 				   const struct pmc_origin_id *oid)
@@ -34,8 +38,8 @@ static bool pmc_mirror_holds_cache(struct pmemcache *pc,
 	struct pmc_meta m;
 	const char *why;
 
-	return !pmc_meta_open(&m, h->base, pc->pmem_bytes, pc->block_size,
-			      oid, &why);
+	return pmc_meta_open(&m, h->base, pc->pmem_bytes, pc->block_size,
+			     oid, &why) != -ENODATA;
 }
 
 /*
@@ -67,6 +71,12 @@ static int pmc_mirror_read(struct pmemcache *pc, bool scrub, char **error)
 		return 0;
 	}
 	pmc_mirror_decide(h, false, plan);
+	/* a device that is no half of this cache is copied over only blank */
+	if (plan->action == PMC_MIRROR_RESYNC && !h[plan->holder ^ 1].has_info &&
+	    h[plan->holder ^ 1].holds_cache) {
+		*error = "mirror: the other pmem device is not blank and no half of this cache";
+		return -EINVAL;
+	}
 	switch (plan->action) {
 	case PMC_MIRROR_REFUSE:
 		*error = (char *)plan->why;

@@ -139,6 +139,10 @@ static int pmc_mirror_open(struct pmemcache *pc, const char *path,
 	struct dm_target *ti = pc->ti;
 	int r;
 
+	if (!strcmp(path, "-")) {
+		*error = "mirror: a missing half ('-') is not supported yet";
+		return -EINVAL;
+	}
 	r = dm_get_device(ti, path, dm_table_get_mode(ti->table),
 			  &pc->mirror.dev);
 	if (r) {

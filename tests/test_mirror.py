@@ -4,9 +4,11 @@ The guest has two NVDIMMs, each its own NFIT region: /dev/pmem0 (256 MiB)
 and /dev/pmem1 (320 MiB; the cache uses the smaller).
 
 - The table is refused, with its one dmesg line, for the same device
-  twice and for two partitions of one NVDIMM (one region: no redundancy);
-  two halves on two regions are accepted, and fio --verify writes through
-  the mirrored cache.
+  twice, for two partitions of one NVDIMM (one region: no redundancy),
+  for "-" (a missing half: not yet), for two single-device caches, and
+  for a blank first half beside a larger device's cache (neither is
+  overwritten); two blank halves on two regions make a new pair, and fio
+  --verify writes through the mirrored cache.
 - A power cut with dirty blocks (asserted: the recovery of each half
   counts them), then each half alone is a complete crash image: a
   single-device table on half B (pmem1), then on half A, reads back every
@@ -82,6 +84,19 @@ refused region "0 $sz pmemcache /dev/md0 /dev/pmem0p1 4096 2 mirror /dev/pmem0p2
 dd if=/dev/zero of=/dev/pmem0 bs=4096 count=1 conv=notrunc 2>/dev/null
 blockdev --rereadpt /dev/pmem0 || die rereadpt
 [ -b /dev/pmem0p1 ] && die "pmem0p1 still there"
+refused dash "0 $sz pmemcache /dev/md0 /dev/pmem0 4096 2 mirror -" \
+	"mirror: a missing half ('-') is not supported yet"
+# a single-device cache on each: neither is overwritten by the other
+dm_create one "0 $sz pmemcache /dev/md0 /dev/pmem0 4096" || die "one on pmem0"
+dmsetup remove one
+dm_create one "0 $sz pmemcache /dev/md0 /dev/pmem1 4096" || die "one on pmem1"
+dmsetup remove one
+refused two "0 $sz pmemcache /dev/md0 /dev/pmem0 4096 2 mirror /dev/pmem1" \
+	"both pmem devices hold a cache and neither is a mirror half"
+dd if=/dev/zero of=/dev/pmem0 bs=4096 count=1 conv=notrunc 2>/dev/null
+refused bigger "0 $sz pmemcache /dev/md0 /dev/pmem0 4096 2 mirror /dev/pmem1" \
+	"pmem device is smaller than the cache formatted on it"
+dd if=/dev/zero of=/dev/pmem1 bs=4096 count=1 conv=notrunc 2>/dev/null
 dmesg -c > /dev/null
 dm_create pc "$(pmc_table md0 '%(args)s')" || die create
 dmesg | grep -q "formatted a new mirrored pair" || die "no pair formatted"
@@ -96,7 +111,7 @@ status 2
 dmsetup remove pc
 """ % dict(args=ARGS)
     res = boot(vm, script, files=[(tmp_path / "mbr", "/test/mbr")])
-    assert res.values("REFUSED") == ["same", "region"]
+    assert res.values("REFUSED") == ["same", "region", "dash", "two", "bigger"]
     assert res.value("TABLE").endswith("mirror " + res.value("PMEM1")), res.value("TABLE")
     s1, s2 = parse_status(res.value("STATUS1")), parse_status(res.value("STATUS2"))
     # the smaller half (pmem0) sets the size
