@@ -7,8 +7,10 @@ and /dev/pmem1 (320 MiB; the cache uses the smaller).
   twice, for two partitions of one NVDIMM (one region: no redundancy),
   for "-" (a missing half: not yet), for two single-device caches, and
   for a blank first half beside a larger device's cache (neither is
-  overwritten); two blank halves on two regions make a new pair, and fio
-  --verify writes through the mirrored cache.
+  overwritten; the mutant that takes a cache it cannot open for a blank
+  device accepts the two caches and is caught); two blank halves on two
+  regions make a new pair, and fio --verify writes through the mirrored
+  cache.
 - A power cut with dirty blocks (asserted: the recovery of each half
   counts them), then each half alone is a complete crash image: a
   single-device table on half B (pmem1), then on half A, reads back every
@@ -238,21 +240,57 @@ def test_power_cut_leaves_each_half_a_complete_crash_image(vm):
           % (nacked, {h: d for h, (d, _) in halves.items()}))
 
 
-def build_mutant(tmp, old, new):
-    """dm-pmemcache.ko with @old replaced by @new (exactly once) in
-    pmc_meta.h, built in a copy of dm-pmemcache/."""
+def build_mutant(tmp, old, new, name="pmc_meta.h"):
+    """dm-pmemcache.ko with @old replaced by @new (exactly once) in @name,
+    built in a copy of dm-pmemcache/."""
     src = Path(tmp) / "dm-pmemcache"
     shutil.copytree(REPO / "dm-pmemcache", src,
                     ignore=shutil.ignore_patterns("*.o", "*.ko", ".*.cmd", "*.mod*",
                                                   "modules.order", "Module.symvers"))
-    text = (src / "pmc_meta.h").read_text()
+    text = (src / name).read_text()
     assert text.count(old) == 1, old
-    (src / "pmc_meta.h").write_text(text.replace(old, new))
+    (src / name).write_text(text.replace(old, new))
     # as test_target's build_module(): the M= build touches only its folder
     p = build(["make", "-s", "-C", str(KSRC), "O=%s" % KBUILD, "CC=ccache gcc",
                "M=%s" % src, "modules"])
     assert p.returncode == 0, p.stderr
     return src / "dm-pmemcache.ko"
+
+
+def use_module(vm, ko):
+    """Every later boot of @vm loads @ko in place of this tree's module."""
+    orig = vm.command
+
+    def command(script, **opts):
+        opts["files"] = list(opts.get("files", ())) + [(ko, "/lib/modules/extra/dm-pmemcache.ko")]
+        return orig(script, **opts)
+
+    vm.command = command
+
+
+def test_mirror_over_another_cache_is_refused_and_its_mutant_caught(vm, tmp_path):
+    """The mutant that takes a cache it cannot open (here: formatted on
+    the larger pmem1) for a blank device, as mirror.c did before, copies
+    over it: the table that the real module refuses (the control is the
+    "two" case of the refusal test) is accepted."""
+    ko = build_mutant(tmp_path, "oid, &why) != -ENODATA;", "oid, &why) == 0;", "mirror.c")
+    use_module(vm, ko)
+    res = boot(vm, r"""
+pmc_init2
+md_make md0 raid1 2 a
+sz=$(blockdev --getsz /dev/md0)
+dm_create one "0 $sz pmemcache /dev/md0 /dev/pmem0 4096" || die "one on pmem0"
+dmsetup remove one
+dm_create one "0 $sz pmemcache /dev/md0 /dev/pmem1 4096" || die "one on pmem1"
+dmsetup remove one
+if dmsetup create --noudevsync pc --table \
+	"0 $sz pmemcache /dev/md0 /dev/pmem0 4096 2 mirror /dev/pmem1" 2>/dev/null; then
+	echo ACCEPTED=1
+	dmsetup remove pc
+fi
+""")
+    assert res.value("ACCEPTED") == "1", "mutant not caught: the table was refused"
+    print("mutant caught (a cache it cannot open taken for blank): the table over two caches was accepted")
 
 
 # (name, text of pmc_meta.h, mutant text, may half B be refused instead)
@@ -275,13 +313,7 @@ def test_store_helper_skipping_the_second_half_is_caught(vm, tmp_path, what, old
     alone must then miss acknowledged writes (or, with no superblock
     either, be refused)."""
     ko = build_mutant(tmp_path, old, new)
-    orig = vm.command
-
-    def command(script, **opts):
-        opts["files"] = list(opts.get("files", ())) + [(ko, "/lib/modules/extra/dm-pmemcache.ko")]
-        return orig(script, **opts)
-
-    vm.command = command
+    use_module(vm, ko)
     rng = random.Random(32)
     proc, log = vm.start(MIRROR_PRELUDE + WRITER % dict(
         args=ARGS, seed=rng.randrange(1, 30000), nblocks=NBLOCKS),
