@@ -35,11 +35,23 @@ static bool pmc_meet(u64 a_first, u64 a_end, u64 b_first, u64 b_end)
 	return a_first < b_end && b_first < a_end;
 }
 
-static bool pmc_cache_meets(const struct pmc_claim *a, const struct pmc_claim *b)
+static bool pmc_cache_cache(const struct pmc_claim_cache *a,
+			    const struct pmc_claim_cache *b)
 {
 	return pmc_meet(a->pfn_first, a->pfn_end, b->pfn_first, b->pfn_end) ||
-	       (a->cache_disk == b->cache_disk &&
-		pmc_meet(a->cache_first, a->cache_end, b->cache_first, b->cache_end));
+	       (a->disk == b->disk && pmc_meet(a->first, a->end, b->first, b->end));
+}
+
+/* Does a pmem device of @a meet one of @b? */
+static bool pmc_cache_meets(const struct pmc_claim *a, const struct pmc_claim *b)
+{
+	unsigned int i, j;
+
+	for (i = 0; i < a->n_cache; i++)
+		for (j = 0; j < b->n_cache; j++)
+			if (pmc_cache_cache(&a->cache[i], &b->cache[j]))
+				return true;
+	return false;
 }
 
 static bool pmc_origin_meets(const struct pmc_claim *a, const struct pmc_claim *b)
@@ -48,19 +60,34 @@ static bool pmc_origin_meets(const struct pmc_claim *a, const struct pmc_claim *
 	       pmc_meet(a->origin_first, a->origin_end, b->origin_first, b->origin_end);
 }
 
-/* Does the cache of @a meet the origin of @b? */
+/* Does a pmem device of @a meet the origin of @b? */
 static bool pmc_cache_meets_origin(const struct pmc_claim *a,
 				   const struct pmc_claim *b)
 {
-	return a->cache_disk == b->origin_disk &&
-	       pmc_meet(a->cache_first, a->cache_end, b->origin_first, b->origin_end);
+	const struct pmc_claim_cache *c;
+	unsigned int i;
+
+	for (i = 0; i < a->n_cache; i++) {
+		c = &a->cache[i];
+		if (c->disk == b->origin_disk &&
+		    pmc_meet(c->first, c->end, b->origin_first, b->origin_end))
+			return true;
+	}
+	return false;
 }
 
 /* The same cache for the same origin; the table may be longer or shorter. */
 static bool pmc_same_claim(const struct pmc_claim *a, const struct pmc_claim *b)
 {
-	return a->pfn_first == b->pfn_first && a->pfn_end == b->pfn_end &&
-	       a->origin_disk == b->origin_disk &&
+	unsigned int i;
+
+	if (a->n_cache != b->n_cache)
+		return false;
+	for (i = 0; i < a->n_cache; i++)
+		if (a->cache[i].pfn_first != b->cache[i].pfn_first ||
+		    a->cache[i].pfn_end != b->cache[i].pfn_end)
+			return false;
+	return a->origin_disk == b->origin_disk &&
 	       a->origin_first == b->origin_first;
 }
 
@@ -88,13 +115,22 @@ static const char *pmc_conflict(const struct pmc_claim *n,
 	return NULL;
 }
 
+static void pmc_claim_cache_set(struct pmc_claim_cache *c,
+				struct block_device *bdev, pfn_t pfn, u64 bytes)
+{
+	c->pfn_first = pfn_t_to_pfn(pfn);
+	c->pfn_end = c->pfn_first + (bytes >> PAGE_SHIFT);
+	c->disk = bdev->bd_disk;
+	c->first = get_start_sect(bdev);
+	c->end = c->first + bdev_nr_sectors(bdev);
+}
+
 /*
  * Register what @pc owns, after its pmem was mapped (pmc_pmem_claim()).
  * Returns 0, or -EBUSY with @error set.
  */
 int pmc_claim(struct pmemcache *pc, char **error)
 {
-	struct block_device *cache = pc->pmem_dev->bdev;
 	struct block_device *origin = pc->origin->bdev;
 	struct pmc_claim *n = &pc->claim;
 	const char *why = NULL;
@@ -102,11 +138,19 @@ int pmc_claim(struct pmemcache *pc, char **error)
 
 	n->md = dm_table_get_md(pc->ti->table);
 	n->table = pc->ti->table;
-	n->pfn_first = pfn_t_to_pfn(pc->pfn);
-	n->pfn_end = n->pfn_first + (pc->pmem_bytes >> PAGE_SHIFT);
-	n->cache_disk = cache->bd_disk;
-	n->cache_first = get_start_sect(cache);
-	n->cache_end = n->cache_first + bdev_nr_sectors(cache);
+	/* each pmem device whole, not only the part the cache uses */
+	pmc_claim_cache_set(&n->cache[0], pc->pmem_dev->bdev, pc->pfn,
+			    bdev_nr_bytes(pc->pmem_dev->bdev));
+	n->n_cache = 1;
+	if (pc->mirror.dev) {
+		pmc_claim_cache_set(&n->cache[1], pc->mirror.dev->bdev,
+				    pc->mirror.pfn, pc->mirror.bytes);
+		n->n_cache = 2;
+		if (pmc_cache_cache(&n->cache[0], &n->cache[1])) {
+			*error = "mirror: both halves are the same pmem device";
+			return -EINVAL;
+		}
+	}
 	n->origin_disk = origin->bd_disk;
 	n->origin_first = get_start_sect(origin);
 	n->origin_end = n->origin_first + pc->ti->len;

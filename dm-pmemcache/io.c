@@ -187,6 +187,7 @@ u32 pmc_alloc_slot(struct pmemcache *pc, unsigned int wait_ms)
 /* ---- bio <-> pmem copies -------------------------------------------- */
 
 struct pmc_fill {
+	const struct pmc_meta *m;
 	struct bio *bio;
 	u32 first;		/* first sector of the bio inside the block */
 };
@@ -202,7 +203,7 @@ static int pmc_fill_from_bio(void *ctx, u8 *block)
 	bio_for_each_segment(bv, f->bio, iter) {
 		void *src = bvec_kmap_local(&bv);
 
-		memcpy_flushcache(dst, src, bv.bv_len);
+		pmc_meta_store(f->m, dst, src, bv.bv_len, PMC_P_DATA);
 		kunmap_local(src);
 		dst += bv.bv_len;
 	}
@@ -756,7 +757,7 @@ static int pmc_map_write(struct pmemcache *pc, struct bio *bio)
 	u64 oblock = pmc_sector_to_block(pc, bio->bi_iter.bi_sector);
 	struct pmc_stripe *st = pmc_stripe_of(pc, oblock);
 	u32 first, mask = pmc_bio_mask(pc, bio, &first);
-	struct pmc_fill fill = { .bio = bio, .first = first };
+	struct pmc_fill fill = { .m = &pc->meta, .bio = bio, .first = first };
 	u32 slot, old, freed, epoch;
 	bool cleaner;
 	u64 ov;

@@ -94,6 +94,13 @@ static struct pmc_record *pmc_rec(const struct pmc_meta *m, u32 slot)
 int pmc_meta_format(struct pmc_meta *m, u8 *base, u64 pmem_bytes,
 		    u32 block_size, const struct pmc_origin_id *oid)
 {
+	return pmc_meta_format_pair(m, base, NULL, pmem_bytes, block_size, oid);
+}
+
+int pmc_meta_format_pair(struct pmc_meta *m, u8 *base, u8 *mirror,
+			 u64 pmem_bytes, u32 block_size,
+			 const struct pmc_origin_id *oid)
+{
 	static const u8 zero[512];
 	struct pmc_super sb;
 	u64 n, data_off, off, end;
@@ -105,6 +112,7 @@ int pmc_meta_format(struct pmc_meta *m, u8 *base, u64 pmem_bytes,
 		return r;
 	memset(m, 0, sizeof(*m));
 	pmc_meta_setup(m, base, pmem_bytes, block_size);
+	m->mirror = mirror;
 	m->n_blocks = n;
 	m->data_offset = data_off;
 
@@ -114,17 +122,17 @@ int pmc_meta_format(struct pmc_meta *m, u8 *base, u64 pmem_bytes,
 	 * load, never one that is refused as corrupt.
 	 */
 	magic = cpu_to_le64(PMC_MAGIC_FORMATTING);
-	pmc_pmem_write(base, &magic, 8, PMC_P_FORMAT);
+	pmc_meta_store(m, base, &magic, 8, PMC_P_FORMAT);
 	pmc_pmem_fence(PMC_P_FORMAT);
 
 	/* F2: every record ZERO, the rest of the superblock area zero. */
 	for (off = 8; off < PMC_SUPER_AREA; off += 8)
-		pmc_pmem_write(base + off, zero, 8, PMC_P_FORMAT);
+		pmc_meta_store(m, base + off, zero, 8, PMC_P_FORMAT);
 	end = PMC_RECORDS_OFFSET + n * PMC_RECORD_SIZE;
 	for (off = PMC_RECORDS_OFFSET; off < end; off += sizeof(zero)) {
 		u64 len = end - off < sizeof(zero) ? end - off : sizeof(zero);
 
-		pmc_pmem_write(base + off, zero, len, PMC_P_FORMAT);
+		pmc_meta_store(m, base + off, zero, len, PMC_P_FORMAT);
 	}
 
 	memset(&sb, 0, sizeof(sb));
@@ -147,12 +155,12 @@ int pmc_meta_format(struct pmc_meta *m, u8 *base, u64 pmem_bytes,
 	memcpy(m->cache_uuid, sb.cache_uuid, 16);
 
 	/* F3: the body (everything but magic) and the zeroed records. */
-	pmc_pmem_write(base + 8, (u8 *)&sb + 8, sizeof(sb) - 8, PMC_P_FORMAT);
+	pmc_meta_store(m, base + 8, (u8 *)&sb + 8, sizeof(sb) - 8, PMC_P_FORMAT);
 	pmc_pmem_fence(PMC_P_FORMAT);
 
 	/* F4: commit the format with one aligned 8-byte store. */
 	magic = cpu_to_le64(PMC_MAGIC);
-	pmc_pmem_write(base, &magic, 8, PMC_P_FORMAT);
+	pmc_meta_store(m, base, &magic, 8, PMC_P_FORMAT);
 	pmc_pmem_fence(PMC_P_FORMAT);
 	return 0;
 }
@@ -307,7 +315,7 @@ static void pmc_meta_set_state(struct pmc_meta *m, u32 slot,
 	r->csum = cpu_to_le32(pmc_meta_record_csum(m->record_seed, slot, r));
 	memcpy(word, &r->state, 4);
 	memcpy(word + 4, &r->csum, 4);
-	pmc_pmem_write(dst, word, 8, tag);
+	pmc_meta_store(m, dst, word, 8, tag);
 }
 
 /*
@@ -322,7 +330,7 @@ static void pmc_meta_invalidate(struct pmc_meta *m, u32 slot,
 	if (pmc_pmem_read(&r, pmc_rec(m, slot), sizeof(r))) {
 		u8 word[8] = { PMC_REC_FREE, 0, 0, 0, 0, 0, 0, 0 };
 
-		pmc_pmem_write((u8 *)pmc_rec(m, slot) + 24, word, 8, tag);
+		pmc_meta_store(m, (u8 *)pmc_rec(m, slot) + 24, word, 8, tag);
 		return;
 	}
 	pmc_meta_set_state(m, slot, &r, PMC_REC_FREE, tag);
@@ -436,7 +444,7 @@ static int pmc_meta_copy_sectors(struct pmc_meta *m, u32 dst, u32 src,
 			continue;
 		if (pmc_pmem_read(buf, s + i * PMC_SECTOR_SIZE, sizeof(buf)))
 			return -EIO;
-		pmc_pmem_write(d + i * PMC_SECTOR_SIZE, buf, sizeof(buf),
+		pmc_meta_store(m, d + i * PMC_SECTOR_SIZE, buf, sizeof(buf),
 			       PMC_P_DATA);
 	}
 	return 0;
@@ -484,7 +492,7 @@ int pmc_meta_write_block(struct pmc_meta *m, struct pmc_index *idx,
 	r.valid = cpu_to_le32(mask | keep);
 	r.state = cpu_to_le32(PMC_REC_DIRTY);
 	r.csum = cpu_to_le32(pmc_meta_record_csum(m->record_seed, new_slot, &r));
-	pmc_pmem_write(pmc_rec(m, new_slot), &r, sizeof(r), PMC_P_RECORD);
+	pmc_meta_store(m, pmc_rec(m, new_slot), &r, sizeof(r), PMC_P_RECORD);
 	pmc_cut_point(old == PMC_NO_SLOT ? PMC_CUT_NEW_W3 : PMC_CUT_OVER_W3);
 	/* W4: the write is durable: it may be acknowledged after this. */
 	pmc_pmem_fence(PMC_P_RECORD);

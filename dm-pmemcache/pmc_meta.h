@@ -25,6 +25,7 @@ struct pmc_origin_id {
 
 struct pmc_meta {
 	u8 *base;		/* pmem kaddr of byte 0 of the namespace */
+	u8 *mirror;		/* the mirror's second half: byte 0, or NULL */
 	u64 pmem_bytes;
 	u32 block_size;
 	u32 block_shift;
@@ -63,6 +64,27 @@ int pmc_meta_open(struct pmc_meta *m, u8 *base, u64 pmem_bytes,
 		  const char **why);
 int pmc_meta_format(struct pmc_meta *m, u8 *base, u64 pmem_bytes,
 		    u32 block_size, const struct pmc_origin_id *oid);
+/* The same on both halves of a mirror (@mirror: the second's byte 0). */
+int pmc_meta_format_pair(struct pmc_meta *m, u8 *base, u8 *mirror,
+			 u64 pmem_bytes, u32 block_size,
+			 const struct pmc_origin_id *oid);
+
+/*
+ * The one store of the commit protocol (records, superblock, data): to
+ * the cache's pmem and, mirrored, to the same offset of the second half,
+ * both before the caller's fence.  So each half alone is a crash image
+ * that holds every acknowledged write (docs/format.md, "Mirrored cache").
+ * @dst lies in m->base's mapping.
+ */
+static inline void pmc_meta_store(const struct pmc_meta *m, void *dst,
+				  const void *src, size_t len,
+				  enum pmc_ptag tag)
+{
+	pmc_pmem_write(dst, src, len, tag);
+	if (m->mirror)
+		pmc_pmem_write(m->mirror + ((u8 *)dst - m->base), src, len,
+			       tag);
+}
 
 /* Rebuild @idx (already initialised for m->n_blocks slots) from pmem. */
 int pmc_meta_recover(struct pmc_meta *m, struct pmc_index *idx,

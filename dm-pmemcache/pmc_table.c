@@ -45,12 +45,26 @@ int pmc_tunable_parse(unsigned int i, const char *arg, unsigned int *v,
 	return 0;
 }
 
+bool pmc_feature_word(const char *w)
+{
+	static const char * const words[] = {
+		PMC_OPT_WRITEBACK, PMC_OPT_FLUSH_SUSPEND, PMC_OPT_CLEANER,
+		PMC_OPT_FORMAT, PMC_OPT_MIRROR,
+	};
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(words); i++)
+		if (!strcasecmp(w, words[i]))
+			return true;
+	return false;
+}
+
 int pmc_features_parse(struct pmc_features *f, unsigned int argc,
 		       char **argv, const char **error)
 {
 	static const char * const flags[] = {
 		PMC_OPT_WRITEBACK, PMC_OPT_FLUSH_SUSPEND, PMC_OPT_CLEANER,
-		PMC_OPT_FORMAT,
+		PMC_OPT_FORMAT, PMC_OPT_MIRROR,
 	};
 	unsigned int n, i, seen = 0;
 	const char *name;
@@ -98,7 +112,8 @@ int pmc_features_parse(struct pmc_features *f, unsigned int argc,
 			f->format = true;
 			continue;
 		}
-		if (t < 0 && strcasecmp(name, PMC_OPT_WRITEBACK)) {
+		if (t < 0 && strcasecmp(name, PMC_OPT_WRITEBACK) &&
+		    strcasecmp(name, PMC_OPT_MIRROR)) {
 			*error = "Unrecognised feature argument";
 			return -EINVAL;
 		}
@@ -111,6 +126,16 @@ int pmc_features_parse(struct pmc_features *f, unsigned int argc,
 			if (pmc_tunable_parse(t, *argv++, &f->val[t], error))
 				return -EINVAL;
 			f->set |= BIT(t);
+			continue;
+		}
+		if (!strcasecmp(name, PMC_OPT_MIRROR)) {
+			f->mirror = *argv++;
+			/* a device, never a feature's name: the table reads back */
+			if (pmc_tunable_find(f->mirror) >= 0 ||
+			    pmc_feature_word(f->mirror)) {
+				*error = "Invalid mirror device";
+				return -EINVAL;
+			}
 			continue;
 		}
 		name = *argv++;

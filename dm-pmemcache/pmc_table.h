@@ -15,6 +15,7 @@
 #define PMC_OPT_FLUSH_SUSPEND	"flush_on_suspend"
 #define PMC_OPT_CLEANER		"cleaner"
 #define PMC_OPT_FORMAT		"format"
+#define PMC_OPT_MIRROR		"mirror"	/* mirror <pmem_dev2>: the second half */
 
 enum pmc_route {
 	PMC_ROUTE_AUTO,		/* pfn bios if bdev_pfn(origin), else bounce */
@@ -44,8 +45,8 @@ struct pmc_tunable {
 
 extern const struct pmc_tunable pmc_tunables[PMC_NR_TUNABLES];
 
-/* Words of all features together: 8 with a value, 3 without. */
-#define PMC_MAX_FEATURE_ARGS	(2 * PMC_NR_TUNABLES + 2 + 3)
+/* Words of all features together: 9 with a value, 3 without. */
+#define PMC_MAX_FEATURE_ARGS	(2 * PMC_NR_TUNABLES + 2 + 2 + 3)
 
 /*
  * What the feature words say.  The caller fills in the defaults; parsing
@@ -58,6 +59,7 @@ struct pmc_features {
 	bool flush_on_suspend;
 	bool cleaner;
 	bool format;
+	const char *mirror;	/* the second half's device: a word of argv, or NULL */
 };
 
 /* The tunable called @name (any case), or -1. */
@@ -66,6 +68,9 @@ int pmc_tunable_find(const char *name);
 /* The value of tunable @i in @arg, range-checked: 0, or -EINVAL. */
 int pmc_tunable_parse(unsigned int i, const char *arg, unsigned int *v,
 		      const char **error);
+
+/* Is @w the name of a feature without a number (any case)? */
+bool pmc_feature_word(const char *w);
 
 /*
  * "[<#feature args> <feature>...]": the words @argv[0..@argc).  0, or

@@ -42,28 +42,33 @@ bool pmc_pmem_range_bad(struct pmemcache *pc, u64 byte_off, u32 len)
 			       &first_bad, &num_bad) != 0;
 }
 
-int pmc_pmem_claim(struct pmemcache *pc, char **error)
+/*
+ * Map all of @bdev: its dax device (*@dax, put by the caller if *@owned),
+ * the kaddr and pfn of its byte 0 and its size in whole pages.  0, or
+ * -EINVAL with @error set (*@dax is then put and NULL).
+ */
+static int pmc_pmem_map(struct block_device *bdev, const char *name,
+			struct dax_device **dax, bool *owned, u8 **kaddrp,
+			pfn_t *pfnp, u64 *bytes, char **error)
 {
-	struct block_device *bdev = pc->pmem_dev->bdev;
 	u64 start_off = 0;
 	long pages, da;
 	void *kaddr;
 	pfn_t pfn;
 	int id;
 
-	pc->pmem_bytes = bdev_nr_bytes(bdev);
-	pages = pc->pmem_bytes >> PAGE_SHIFT;
-	pc->pmem_bytes = (u64)pages << PAGE_SHIFT;
+	pages = bdev_nr_bytes(bdev) >> PAGE_SHIFT;
+	*bytes = (u64)pages << PAGE_SHIFT;
 	if (!pages) {
 		*error = "pmem device is empty";
 		return -EINVAL;
 	}
-	pc->dax = pmc_dax_get(bdev, &start_off, &pc->dax_owned);
-	if (!pc->dax) {
+	*dax = pmc_dax_get(bdev, &start_off, owned);
+	if (!*dax) {
 		*error = "pmem device is not a DAX-capable pmem namespace";
 		return -EINVAL;
 	}
-	if (!dax_synchronous(pc->dax)) {
+	if (!dax_synchronous(*dax)) {
 		*error = "pmem device is not synchronous (CPU flushes do not make it persistent)";
 		goto err;
 	}
@@ -73,7 +78,7 @@ int pmc_pmem_claim(struct pmemcache *pc, char **error)
 	}
 
 	id = dax_read_lock();
-	da = dax_direct_access(pc->dax, start_off >> PAGE_SHIFT, pages,
+	da = dax_direct_access(*dax, start_off >> PAGE_SHIFT, pages,
 			       DAX_ACCESS, &kaddr, &pfn);
 	if (da == -EIO) {
 		/*
@@ -81,10 +86,10 @@ int pmc_pmem_claim(struct pmemcache *pc, char **error)
 		 * still linear; reads of poisoned lines fail in
 		 * copy_mc_to_kernel() and give -EIO for that I/O.
 		 */
-		da = dax_direct_access(pc->dax, start_off >> PAGE_SHIFT, 1,
+		da = dax_direct_access(*dax, start_off >> PAGE_SHIFT, 1,
 				       DAX_RECOVERY_WRITE, &kaddr, &pfn);
 		if (da > 0) {
-			DMWARN("%s: pmem has known badblocks", pc->pmem_dev->name);
+			DMWARN("%s: pmem has known badblocks", name);
 			da = pages;
 		}
 	}
@@ -97,12 +102,69 @@ int pmc_pmem_claim(struct pmemcache *pc, char **error)
 		*error = "pmem device is not one linear mapping";
 		goto err;
 	}
-	pc->kaddr = kaddr;
-	pc->pfn = pfn;
+	*kaddrp = kaddr;
+	*pfnp = pfn;
 	return 0;
 err:
-	pmc_pmem_release(pc);
+	if (*owned)
+		put_dax(*dax);
+	*dax = NULL;
 	return -EINVAL;
+}
+
+int pmc_pmem_claim(struct pmemcache *pc, char **error)
+{
+	return pmc_pmem_map(pc->pmem_dev->bdev, pc->pmem_dev->name, &pc->dax,
+			    &pc->dax_owned, &pc->kaddr, &pc->pfn,
+			    &pc->pmem_bytes, error);
+}
+
+/*
+ * The NVDIMM region a pmem disk lives on: the nearest ancestor of its
+ * device that libnvdimm made a pmem region (a namespace, or its pfn
+ * device, sits below it), or NULL (not an NVDIMM namespace's disk).
+ */
+static struct device *pmc_pmem_region(struct block_device *bdev)
+{
+	struct device *dev;
+
+	for (dev = disk_to_dev(bdev->bd_disk)->parent; dev; dev = dev->parent)
+		if (dev->type && dev->type->name &&
+		    (!strcmp(dev->type->name, "nd_pmem") ||
+		     !strcmp(dev->type->name, "nd_volatile")))
+			return dev;
+	return NULL;
+}
+
+/*
+ * Map the mirror's second half (pc->mirror.dev), after the first
+ * (pmc_pmem_claim()).  Two halves on one NVDIMM region are no redundancy:
+ * one DIMM lost takes both.  The cache uses the smaller half.  0, or
+ * -EINVAL with @error set.
+ */
+int pmc_mirror_claim(struct pmemcache *pc, char **error)
+{
+	struct pmc_mirror_dev *mr = &pc->mirror;
+	struct device *ra, *rb;
+	int r;
+
+	r = pmc_pmem_map(mr->dev->bdev, mr->dev->name, &mr->dax,
+			 &mr->dax_owned, &mr->kaddr, &mr->pfn, &mr->bytes,
+			 error);
+	if (r)
+		return r;
+	ra = pmc_pmem_region(pc->pmem_dev->bdev);
+	rb = pmc_pmem_region(mr->dev->bdev);
+	if (!ra || !rb) {
+		*error = "mirror: cannot tell the NVDIMM region of a pmem device";
+		return -EINVAL;
+	}
+	if (ra == rb) {
+		*error = "mirror: both pmem devices are on the same NVDIMM region (no redundancy)";
+		return -EINVAL;
+	}
+	pc->pmem_bytes = min(pc->pmem_bytes, mr->bytes);
+	return 0;
 }
 
 /*
@@ -121,7 +183,9 @@ int pmc_pmem_enter(struct pmemcache *pc)
 {
 	int id = dax_read_lock();
 
-	if (likely(dax_alive(pc->dax)))
+	/* Mirrored: until a half can be dropped (M1), both must be there. */
+	if (likely(dax_alive(pc->dax)) &&
+	    (likely(!pc->mirror.dax) || dax_alive(pc->mirror.dax)))
 		return id;
 	dax_read_unlock(id);
 	/* Not while the table is being built: the load just fails. */
@@ -150,6 +214,10 @@ void pmc_pmem_release(struct pmemcache *pc)
 		put_dax(pc->dax);
 	pc->dax = NULL;
 	pc->kaddr = NULL;
+	if (pc->mirror.dax && pc->mirror.dax_owned)
+		put_dax(pc->mirror.dax);
+	pc->mirror.dax = NULL;
+	pc->mirror.kaddr = NULL;
 }
 
 /*

@@ -17,6 +17,7 @@
 #include <linux/workqueue.h>
 
 #include "pmc_meta.h"
+#include "pmc_mirror.h"
 #include "pmc_table.h"
 
 #define DM_MSG_PREFIX "pmemcache"
@@ -84,15 +85,34 @@ struct pmc_rate {
 	unsigned long last_fg;	/* jiffies of the last foreground bio */
 };
 
+/* One pmem device of a cache (a mirrored cache has two). */
+struct pmc_claim_cache {
+	unsigned long pfn_first, pfn_end;
+	struct gendisk *disk;
+	sector_t first, end;
+};
+
 /* What one target owns (claim.c): its pmem, and its origin's sectors. */
 struct pmc_claim {
 	struct list_head list;	/* on the list of every target's claim */
 	struct mapped_device *md;
 	struct dm_table *table;
-	unsigned long pfn_first, pfn_end;
-	struct gendisk *cache_disk, *origin_disk;
-	sector_t cache_first, cache_end;
+	struct pmc_claim_cache cache[2];
+	unsigned int n_cache;	/* 2: mirrored */
+	struct gendisk *origin_disk;
 	sector_t origin_first, origin_end;
+};
+
+/* The second pmem device of a mirrored cache, mapped (pmem.c). */
+struct pmc_mirror_dev {
+	struct dm_dev *dev;	/* NULL: not mirrored */
+	struct dax_device *dax;
+	bool dax_owned;
+	u8 *kaddr;		/* its byte 0 */
+	pfn_t pfn;
+	u64 bytes;		/* its size, whole pages */
+	struct pmc_mirror_half h[2];	/* 0: pmem_dev, 1: dev (mirror.c) */
+	struct pmc_mirror_plan plan;
 };
 
 struct pmemcache {
@@ -106,7 +126,8 @@ struct pmemcache {
 	bool dax_owned;
 	u8 *kaddr;		/* namespace byte 0, ioremap'ed, no struct page */
 	pfn_t pfn;		/* pfn of namespace byte 0 */
-	u64 pmem_bytes;
+	u64 pmem_bytes;		/* mirrored: the smaller half's */
+	struct pmc_mirror_dev mirror;
 
 	struct pmc_meta meta;
 	struct pmc_index idx;
@@ -248,6 +269,7 @@ void pmc_unclaim(struct pmemcache *pc);
 
 /* pmem.c */
 int pmc_pmem_claim(struct pmemcache *pc, char **error);
+int pmc_mirror_claim(struct pmemcache *pc, char **error);
 void pmc_pmem_release(struct pmemcache *pc);
 int pmc_pmem_enter(struct pmemcache *pc);
 void pmc_pmem_exit(int id);
@@ -324,6 +346,10 @@ static inline void pmc_note_foreground(struct pmemcache *pc)
 	if (READ_ONCE(pc->rc.last_fg) != now)
 		WRITE_ONCE(pc->rc.last_fg, now);
 }
+
+/* mirror.c */
+int pmc_mirror_check(struct pmemcache *pc, u8 **base, char **error);
+int pmc_mirror_start(struct pmemcache *pc, const struct pmc_origin_id *oid);
 
 /* recovery.c */
 int pmc_load_check(struct pmemcache *pc, char **error);

@@ -20,13 +20,20 @@ int pmc_load_check(struct pmemcache *pc, char **error)
 {
 	struct pmc_origin_id oid;
 	const char *why = NULL;
+	u8 *base = pc->kaddr;
 	u64 n, off;
 	int r;
 
 	pmc_origin_identity(pc, &oid);
+	if (pc->mirror.dev) {
+		/* which half holds every acknowledged write: open that one */
+		r = pmc_mirror_check(pc, &base, error);
+		if (r)
+			return r;
+	}
 	pc->need_format = pc->format;
 	if (!pc->format) {
-		r = pmc_meta_open(&pc->meta, pc->kaddr, pc->pmem_bytes,
+		r = pmc_meta_open(&pc->meta, base, pc->pmem_bytes,
 				  pc->block_size, &oid, &why);
 		if (r == -ENODATA) {
 			pc->need_format = true;
@@ -93,7 +100,12 @@ int pmc_load(struct pmemcache *pc)
 	u64 i;
 	int r;
 
-	if (pc->need_format) {
+	if (pc->mirror.dev) {
+		pmc_origin_identity(pc, &oid);
+		r = pmc_mirror_start(pc, &oid);
+		if (r)
+			return r;
+	} else if (pc->need_format) {
 		pmc_origin_identity(pc, &oid);
 		r = pmc_meta_format(&pc->meta, pc->kaddr, pc->pmem_bytes,
 				    pc->block_size, &oid);

@@ -98,9 +98,12 @@ static const char *pmc_route_name(enum pmc_route r)
 	}
 }
 
-/* The feature words (pmc_features_parse(), pmc_table.c) into @pc. */
+/*
+ * The feature words (pmc_features_parse(), pmc_table.c) into @pc.
+ * *@mirror: the second half's device word, or NULL.
+ */
 static int pmc_parse_features(struct pmemcache *pc, struct dm_arg_set *as,
-			      char **error)
+			      const char **mirror, char **error)
 {
 	struct pmc_features f = {
 		.set = pc->tunables_set,
@@ -125,7 +128,36 @@ static int pmc_parse_features(struct pmemcache *pc, struct dm_arg_set *as,
 	pc->flush_on_suspend = f.flush_on_suspend;
 	pc->cleaner = f.cleaner;
 	pc->format = f.format;
+	*mirror = f.mirror;
 	return 0;
+}
+
+/* "mirror <pmem_dev2>": open and map the second half, then check it. */
+static int pmc_mirror_open(struct pmemcache *pc, const char *path,
+			   char **error)
+{
+	struct dm_target *ti = pc->ti;
+	int r;
+
+	if (!strcmp(path, "-")) {
+		*error = "mirror: a missing half ('-') is not supported yet";
+		return -EINVAL;
+	}
+	r = dm_get_device(ti, path, dm_table_get_mode(ti->table),
+			  &pc->mirror.dev);
+	if (r) {
+		*error = "mirror: pmem device lookup failed";
+		return r;
+	}
+	if (pc->mirror.dev->bdev == pc->pmem_dev->bdev) {
+		*error = "mirror: both halves are the same pmem device";
+		return -EINVAL;
+	}
+	if (pc->mirror.dev->bdev == pc->origin->bdev) {
+		*error = "mirror: origin and pmem device are the same device";
+		return -EINVAL;
+	}
+	return pmc_mirror_claim(pc, error);
 }
 
 static void pmc_dtr(struct dm_target *ti)
@@ -144,6 +176,8 @@ static void pmc_dtr(struct dm_target *ti)
 	pmc_pmem_release(pc);
 	kvfree(pc->stripes);
 	pmc_unclaim(pc);
+	if (pc->mirror.dev)
+		dm_put_device(ti, pc->mirror.dev);
 	if (pc->pmem_dev)
 		dm_put_device(ti, pc->pmem_dev);
 	if (pc->origin)
@@ -154,6 +188,7 @@ static void pmc_dtr(struct dm_target *ti)
 static int pmc_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 {
 	struct dm_arg_set as = { .argc = argc, .argv = argv };
+	const char *mirror;
 	struct pmemcache *pc;
 	unsigned int bs, i;
 	int id, r;
@@ -213,7 +248,7 @@ static int pmc_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	pc->block_size = bs;
 	pc->spb_shift = ilog2(bs >> SECTOR_SHIFT);
 
-	r = pmc_parse_features(pc, &as, &ti->error);
+	r = pmc_parse_features(pc, &as, &mirror, &ti->error);
 	if (r)
 		goto bad;
 	r = -EINVAL;
@@ -233,6 +268,11 @@ static int pmc_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	r = pmc_pmem_claim(pc, &ti->error);
 	if (r)
 		goto bad;
+	if (mirror) {
+		r = pmc_mirror_open(pc, mirror, &ti->error);
+		if (r)
+			goto bad;
+	}
 	r = pmc_claim(pc, &ti->error);
 	if (r)
 		goto bad;
@@ -342,7 +382,8 @@ static void pmc_status(struct dm_target *ti, status_type_t type,
 		       pc->block_size);
 		nf = 2 * hweight_long(pc->tunables_set) +
 		     (pc->route != PMC_ROUTE_AUTO ? 2 : 0) +
-		     pc->flush_on_suspend + READ_ONCE(pc->cleaner);
+		     pc->flush_on_suspend + READ_ONCE(pc->cleaner) +
+		     (pc->mirror.dev ? 2 : 0);
 		if (!nf)
 			break;
 		DMEMIT(" %u", nf);
@@ -356,6 +397,8 @@ static void pmc_status(struct dm_target *ti, status_type_t type,
 			DMEMIT(" " PMC_OPT_FLUSH_SUSPEND);
 		if (READ_ONCE(pc->cleaner))
 			DMEMIT(" " PMC_OPT_CLEANER);
+		if (pc->mirror.dev)
+			DMEMIT(" " PMC_OPT_MIRROR " %s", pc->mirror.dev->name);
 		break;
 	case STATUSTYPE_IMA:
 		*result = '\0';

@@ -36,6 +36,8 @@ usage: run-vm.sh --kernel BZIMAGE --initrd BASE.cpio.gz [options]
   --disks N           virtio disks vda.. (default 6)
   --disk-size MiB     size of each disk (default 512)
   --pmem-size MiB     size of the NVDIMM (default 1024)
+  --pmem2-size MiB    a second NVDIMM (its own region, /dev/pmem1) backed by
+                      STATE/pmem2.img, for a mirrored cache (default 0: none)
   --iommu MODE        none | platform (virtio iommu_platform=on, DMA API)
                       | intel (intel-iommu + iommu_platform=on: dma-iommu)
   --throttle IOPS:BPS throttle every disk like an HDD (e.g. 150:150M)
@@ -55,7 +57,7 @@ EOU
 	exit 2
 }
 
-kernel= initrd= state= script= disks=6 disk_size=512 pmem_size=1024
+kernel= initrd= state= script= disks=6 disk_size=512 pmem_size=1024 pmem2_size=0
 iommu=none throttle= cache=unsafe append= memory=2048 timeout=600
 log= out= result= accel=tcg interactive=0 icount=0 files=()
 while [ $# -gt 0 ]; do
@@ -68,6 +70,7 @@ while [ $# -gt 0 ]; do
 	--disks) disks=$2; shift ;;
 	--disk-size) disk_size=$2; shift ;;
 	--pmem-size) pmem_size=$2; shift ;;
+	--pmem2-size) pmem2_size=$2; shift ;;
 	--iommu) iommu=$2; shift ;;
 	--throttle) throttle=$2; shift ;;
 	--cache) cache=$2; shift ;;
@@ -115,6 +118,9 @@ if [ ! -f "$state/pmem.img" ]; then
 		exit 2
 	fi
 	truncate -s "${pmem_size}M" "$state/pmem.img"
+fi
+if [ "$pmem2_size" -gt 0 ] && [ ! -f "$state/pmem2.img" ]; then
+	truncate -s "${pmem2_size}M" "$state/pmem2.img"
 fi
 letters=(a b c d e f g h i j k l)
 for ((i = 0; i < disks; i++)); do
@@ -175,10 +181,17 @@ if [ $icount = 1 ]; then
 	args+=(-icount shift=0,sleep=off)
 fi
 
-# maxmem holds the RAM, the NVDIMM (any size: it is device memory, mapped
-# from the sparse file, never allocated) and 1 GiB to spare.
+# A second NVDIMM is a second NFIT region (/dev/pmem1): the halves of a
+# mirrored cache.
+if [ "$pmem2_size" -gt 0 ]; then
+	args+=(-object "memory-backend-file,id=pm1,share=on,mem-path=$state/pmem2.img,size=${pmem2_size}M"
+	       -device nvdimm,memdev=pm1,id=nv1)
+fi
+
+# maxmem holds the RAM, the NVDIMMs (any size: device memory, mapped from
+# the sparse files, never allocated) and 1 GiB to spare.
 qemu=(qemu-system-x86_64 -machine "$machine" -accel "$accel" -cpu max -smp $smp
-      -m "${memory}M,slots=2,maxmem=$((memory + pmem_size + 1024))M"
+      -m "${memory}M,slots=2,maxmem=$((memory + pmem_size + pmem2_size + 1024))M"
       -object "memory-backend-file,id=pm0,share=on,mem-path=$state/pmem.img,size=${pmem_size}M"
       -device nvdimm,memdev=pm0,id=nv0
       -kernel "$kernel" -initrd "$tmp/initrd.cpio.gz" -append "$cmdline $append"

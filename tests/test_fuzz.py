@@ -316,6 +316,9 @@ TABLE_CHECKS_REMOVED = [
     ("a feature's missing value is read",
      "\t\tif (!argc) {\n\t\t\t*error = \"Feature argument is missing its value\";",
      "\t\tif (0) {\n\t\t\t*error = \"Feature argument is missing its value\";"),
+    ("a feature's name is taken as the mirror device",
+     "\t\t\tif (pmc_tunable_find(f->mirror) >= 0 ||\n\t\t\t    pmc_feature_word(f->mirror)) {",
+     "\t\t\tif (0) {"),
 ]
 
 

@@ -299,8 +299,9 @@ class VM:
 
     def command(self, script, *, files=(), iommu="none", append="", timeout=600,
                 disks=6, disk_size=512, pmem_size=1024, throttle=None, memory=2048,
-                log=None, icount=False):
-        """The run-vm.sh command line of one boot. Sizes in MiB. pmem_size
+                log=None, icount=False, pmem2_size=0):
+        """The run-vm.sh command line of one boot. Sizes in MiB. pmem2_size:
+        a second NVDIMM, /dev/pmem1 (state folder's pmem2.img). pmem_size
         up to 64 GiB works with the default memory (a sparse NVDIMM file;
         run-vm.sh checks the host has room for what the guest may write,
         and the module's index needs about 250 MB at 64 GiB). icount: one
@@ -325,6 +326,8 @@ class VM:
             cmd += ["--throttle", throttle]
         if icount:
             cmd.append("--icount")
+        if pmem2_size:
+            cmd += ["--pmem2-size", str(pmem2_size)]
         for src, dst in list(guest_files()) + list(files):
             cmd += ["--files", "%s:%s" % (src, dst)]
         return cmd

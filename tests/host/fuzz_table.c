@@ -41,6 +41,7 @@ static const char * const reasons[] = {
 	"Feature argument is missing its value",
 	"Invalid writeback mode (pfn, bounce or auto)",
 	"low_watermark is above high_watermark",
+	"Invalid mirror device",
 };
 
 /* The constructor's defaults (target.c, pmc_ctr()). */
@@ -74,7 +75,7 @@ static bool is_feature(const char *w)
 {
 	static const char * const flags[] = {
 		PMC_OPT_WRITEBACK, PMC_OPT_FLUSH_SUSPEND, PMC_OPT_CLEANER,
-		PMC_OPT_FORMAT,
+		PMC_OPT_FORMAT, PMC_OPT_MIRROR,
 	};
 	unsigned int i;
 
@@ -136,7 +137,7 @@ static size_t emit(const struct pmc_features *f, char *buf, size_t cap)
 	for (i = 0; i < PMC_NR_TUNABLES; i++)
 		nf += (f->set & BIT(i)) ? 2 : 0;
 	nf += (f->route != PMC_ROUTE_AUTO ? 2 : 0) + f->flush_on_suspend +
-	      f->cleaner;
+	      f->cleaner + (f->mirror ? 2 : 0);
 	n = snprintf(buf, cap, "%u", nf);
 	for (i = 0; i < PMC_NR_TUNABLES; i++)
 		if (f->set & BIT(i))
@@ -149,6 +150,9 @@ static size_t emit(const struct pmc_features *f, char *buf, size_t cap)
 		n += snprintf(buf + n, cap - n, " " PMC_OPT_FLUSH_SUSPEND);
 	if (f->cleaner)
 		n += snprintf(buf + n, cap - n, " " PMC_OPT_CLEANER);
+	if (f->mirror)
+		n += snprintf(buf + n, cap - n, " " PMC_OPT_MIRROR " %s",
+			      f->mirror);
 	fz_assert(n < cap);
 	return n;
 }
@@ -158,7 +162,7 @@ int LLVMFuzzerTestOneInput(const u8 *data, size_t size)
 	struct pmc_features f, d, g;
 	const char *why = NULL;
 	unsigned int argc, i, j, v;
-	char **argv, buf[512];
+	char **argv, *buf, *mirror;
 	size_t n;
 	int r, t;
 
@@ -192,7 +196,11 @@ int LLVMFuzzerTestOneInput(const u8 *data, size_t size)
 		fz_assert(f.val[PMC_T_LOW_WM] <= f.val[PMC_T_HIGH_WM]);
 
 		/* the table status parses back to the same features */
-		n = emit(&f, buf, sizeof(buf));
+		/* the mirror device is one word of the input, at most */
+		buf = malloc(512 + size + 1);
+		mirror = strdup(f.mirror ? f.mirror : "");
+		fz_assert(buf && mirror);
+		n = emit(&f, buf, 512 + size + 1);
 		free_words(argv, argc);
 		argv = split((const u8 *)buf, n, &argc);
 		defaults(&g);
@@ -201,7 +209,11 @@ int LLVMFuzzerTestOneInput(const u8 *data, size_t size)
 		fz_assert(!memcmp(g.val, f.val, sizeof(g.val)) &&
 			  g.set == f.set && g.route == f.route &&
 			  g.flush_on_suspend == f.flush_on_suspend &&
-			  g.cleaner == f.cleaner && !g.format);
+			  g.cleaner == f.cleaner && !g.format &&
+			  !g.mirror == !f.mirror &&
+			  (!g.mirror || !strcmp(g.mirror, mirror)));
+		free(mirror);
+		free(buf);
 	}
 	free_words(argv, argc);
 

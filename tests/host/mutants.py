@@ -5,9 +5,10 @@ A durability site is a line of dm-pmemcache/pmc_meta.c or pmc_index.c that
   - fences pmem (pmc_pmem_fence / pmc_meta_fence): the mutant deletes the
     call;
   - stores to pmem with a flush (pmc_pmem_write, memcpy_flushcache in the
-    kernel): the mutant stores without the flush (memcpy in the kernel;
+    kernel, or pmc_meta_store, which stores to both halves of a mirror):
+    the mutant stores without the flush (memcpy in the kernel;
     pmc_model_store_noflush in the model: the store is visible but no
-    fence makes it durable);
+    fence makes it durable; the model has one half);
   - orders writeback (sets PMC_SF_WAITPREV): the mutant deletes it.
 Each mutant is a copy of the file with that one change, compiled into its
 own crash_model in a temporary folder, and run until the model reports a
@@ -40,7 +41,9 @@ SHARED = ["pmc_meta.c", "pmc_index.c"]
 CFLAGS = ["-O2", "-g", "-Wall", "-Wextra", "-Wno-unused-parameter",
           "-Wno-sign-compare", "-std=gnu11"]
 NOFLUSH_DECL = ("void pmc_model_store_noflush(void *dst, const void *src, "
-                "size_t len, enum pmc_ptag tag);\n")
+                "size_t len, enum pmc_ptag tag);\n"
+                "#define pmc_meta_store_noflush(m, dst, src, len, tag) "
+                "pmc_model_store_noflush(dst, src, len, tag)\n")
 
 # How hard the model tries before a mutant counts as not caught: quick
 # (make test) stops at the first run that catches it; long (make
@@ -67,7 +70,7 @@ REGRESSIONS = [
 ]
 
 FENCE_RE = re.compile(r"\b(pmc_pmem_fence|pmc_meta_fence)\s*\([^;]*\)")
-STORE_RE = re.compile(r"\bpmc_pmem_write\s*\(")
+STORE_RE = re.compile(r"\b(pmc_pmem_write|pmc_meta_store)\s*\(")
 WAITPREV_RE = re.compile(r"\w+\s*\|=\s*PMC_SF_WAITPREV\s*;")
 ORIGIN_FLUSH_RE = re.compile(r"\borigin_flush\(\)")
 LABEL_RE = re.compile(r"\b(F[1-4]|W[1-6]|D1'|D[12]|C[12]|E[12])(?!\w)")
@@ -174,7 +177,8 @@ def mutate(text, lineno, kind):
     if kind == "fence":
         new = FENCE_RE.sub("(void)0", code, count=1)
     elif kind == "flush":
-        new = STORE_RE.sub("pmc_model_store_noflush(", code, count=1)
+        new = STORE_RE.sub(lambda m: "pmc_model_store_noflush(" if m.group(1) == "pmc_pmem_write"
+                           else "pmc_meta_store_noflush(", code, count=1)
     elif kind == "waitprev":
         new = WAITPREV_RE.sub("(void)0;", code, count=1)
     elif kind == "origin-flush":

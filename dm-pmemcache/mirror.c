@@ -1,0 +1,267 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * dm-pmemcache: the start of a mirrored cache (table feature "mirror").
+ *
+ * The constructor reads both halves' mirror info and decides (never
+ * writes: an old table may still run on the same pmem); the first resume
+ * scrubs (S1), decides again and makes the second half equal to the half
+ * that holds every acknowledged write, under the resync marks R1..R5 of
+ * docs/format.md ("Mirrored cache"), before recovery runs on both.  From
+ * then on every store goes to both halves (pmc_meta_store()).
+ */
+#include "pmemcache.h"
+
+/* Bytes copied between two looks at the scheduler and two R3 marks. */
+#define PMC_MIRROR_CHUNK	(64U << 10)
+#define PMC_MIRROR_MARK_SLOTS	65536U
+
+static void pmc_mirror_halves(struct pmemcache *pc)
+{
+	struct pmc_mirror_half *h = pc->mirror.h;
+
+	memset(h, 0, sizeof(pc->mirror.h));
+	h[0].base = pc->kaddr;
+	h[1].base = pc->mirror.kaddr;
+	h[0].present = true;
+	h[1].present = true;
+}
+
+/*
+ * Does @h hold anything but a blank device (or an interrupted format)?
+ * A cache of another origin or size counts: only a blank device is ever
+ * overwritten without 'format', as with one device.
+ */
+static bool pmc_mirror_holds_cache(struct pmemcache *pc,
+				   const struct pmc_mirror_half *h,
+				   const struct pmc_origin_id *oid)
+{
+	struct pmc_meta m;
+	const char *why;
+
+	return pmc_meta_open(&m, h->base, pc->pmem_bytes, pc->block_size,
+			     oid, &why) != -ENODATA;
+}
+
+/*
+ * Read both halves' info (after S1 if @scrub) and decide.  0 with
+ * pc->mirror.plan set, or -EINVAL/-EIO with @error set.
+ */
+static int pmc_mirror_read(struct pmemcache *pc, bool scrub, char **error)
+{
+	struct pmc_mirror_half *h = pc->mirror.h;
+	struct pmc_mirror_plan *plan = &pc->mirror.plan;
+	struct pmc_origin_id oid;
+	unsigned int i;
+	int r;
+
+	pmc_origin_identity(pc, &oid);
+	pmc_mirror_halves(pc);
+	for (i = 0; i < 2; i++) {
+		r = scrub ? pmc_mirror_scrub(&h[i]) : pmc_mirror_load(&h[i]);
+		if (r == -EIO) {
+			*error = "mirror: media error reading a half's mirror info";
+			return -EIO;
+		}
+		h[i].holds_cache = pmc_mirror_holds_cache(pc, &h[i], &oid);
+	}
+	if (pc->format) {
+		/* the administrator's word: both halves are formatted anew */
+		plan->action = PMC_MIRROR_RESYNC;
+		plan->holder = 0;
+		return 0;
+	}
+	pmc_mirror_decide(h, false, plan);
+	/* a device that is no half of this cache is copied over only blank */
+	if (plan->action == PMC_MIRROR_RESYNC && !h[plan->holder ^ 1].has_info &&
+	    h[plan->holder ^ 1].holds_cache) {
+		*error = "mirror: the other pmem device is not blank and no half of this cache";
+		return -EINVAL;
+	}
+	switch (plan->action) {
+	case PMC_MIRROR_REFUSE:
+		*error = (char *)plan->why;
+		return -EINVAL;
+	case PMC_MIRROR_DEGRADED:
+		/* only with a half missing, which the table cannot say yet */
+		*error = "mirror: a degraded start is not supported yet";
+		return -EINVAL;
+	default:
+		return 0;
+	}
+}
+
+/* Constructor: which half to open the cache from (pmc_load_check()). */
+int pmc_mirror_check(struct pmemcache *pc, u8 **base, char **error)
+{
+	int r = pmc_mirror_read(pc, false, error);
+
+	if (r)
+		return r;
+	*base = pc->mirror.h[pc->mirror.plan.holder].base;
+	return 0;
+}
+
+/* Copy [@off, @off + @len) of half @from to the other half. */
+static int pmc_mirror_copy_range(struct pmemcache *pc, u32 from, u64 off,
+				 u64 len, u8 *buf)
+{
+	u8 *src = pc->mirror.h[from].base, *dst = pc->mirror.h[from ^ 1].base;
+	u32 n;
+
+	while (len) {
+		n = min_t(u64, len, PMC_MIRROR_CHUNK);
+		if (pmc_pmem_read(buf, src + off, n))
+			return -EIO;
+		pmc_pmem_write(dst + off, buf, n, PMC_P_MIRROR);
+		off += n;
+		len -= n;
+		cond_resched();
+	}
+	return 0;
+}
+
+/*
+ * Do the halves differ in what a recovery reads: the superblock area (but
+ * the info slots, each half's own) or a record?  The data of a live slot
+ * cannot differ when its record does not: it was fenced on both halves
+ * (W2) before the record was stored.  -EIO: a half could not be read.
+ */
+static int pmc_mirror_differ(struct pmemcache *pc, u8 *buf)
+{
+	const struct pmc_meta *m = &pc->meta;
+	u8 *a = pc->mirror.h[0].base, *b = pc->mirror.h[1].base;
+	u64 off, end = PMC_RECORDS_OFFSET + m->n_blocks * PMC_RECORD_SIZE;
+	u32 n, half = PMC_MIRROR_CHUNK / 2;
+	u32 info_len = PMC_MIRROR_INFO_SLOTS * PMC_MIRROR_INFO_SIZE;
+
+	for (off = 0; off < end; off += n) {
+		n = min_t(u64, end - off, half);
+		if (pmc_pmem_read(buf, a + off, n) ||
+		    pmc_pmem_read(buf + half, b + off, n))
+			return -EIO;
+		if (off == 0) {
+			/* each half's own info is no part of the cache */
+			memset(buf + PMC_MIRROR_INFO_OFFSET, 0, info_len);
+			memset(buf + half + PMC_MIRROR_INFO_OFFSET, 0, info_len);
+		}
+		if (memcmp(buf, buf + half, n))
+			return 1;
+		cond_resched();
+	}
+	return 0;
+}
+
+/*
+ * The copy between R2 and R4: the superblock area but the info slots,
+ * then per slot the data of a live record and the record, where the
+ * target's record differs.  R3 marks the slots done.
+ */
+static int pmc_mirror_copy(struct pmemcache *pc, u32 from, u8 *buf)
+{
+	struct pmc_mirror_half *tgt = &pc->mirror.h[from ^ 1];
+	const struct pmc_meta *m = &pc->meta;
+	u8 *dst = tgt->base;
+	u64 info_end = PMC_MIRROR_INFO_OFFSET +
+		       PMC_MIRROR_INFO_SLOTS * PMC_MIRROR_INFO_SIZE;
+	struct pmc_record r, t;
+	bool live;
+	u64 slot, roff;
+	int err;
+
+	err = pmc_mirror_copy_range(pc, from, 0, PMC_MIRROR_INFO_OFFSET, buf);
+	if (!err)
+		err = pmc_mirror_copy_range(pc, from, info_end,
+					    PMC_RECORDS_OFFSET - info_end, buf);
+	if (err)
+		return err;
+	for (slot = 0; slot < m->n_blocks; slot++) {
+		roff = PMC_RECORDS_OFFSET + slot * PMC_RECORD_SIZE;
+		if (pmc_meta_read_record(m, slot, &r, &live) ||
+		    pmc_pmem_read(&t, dst + roff, sizeof(t)))
+			return -EIO;
+		if (memcmp(&r, &t, sizeof(r))) {
+			if (live) {
+				err = pmc_mirror_copy_range(pc, from,
+							    pmc_meta_data_offset(m, slot),
+							    m->block_size, buf);
+				if (err)
+					return err;
+			}
+			pmc_pmem_write(dst + roff, &r, sizeof(r), PMC_P_MIRROR);
+		}
+		if ((slot + 1) % PMC_MIRROR_MARK_SLOTS == 0) {
+			pmc_pmem_fence(PMC_P_MIRROR);
+			pmc_mirror_resync_progress(tgt, slot + 1);	/* R3 */
+		}
+	}
+	pmc_pmem_fence(PMC_P_MIRROR);
+	return 0;
+}
+
+/*
+ * First resume, before recovery: S1, decide again, format a new pair or
+ * make the other half equal to the holder (R1..R5), then both halves
+ * take every store.  pc->meta is open on the holder (or to be formatted).
+ */
+int pmc_mirror_start(struct pmemcache *pc, const struct pmc_origin_id *oid)
+{
+	struct pmc_mirror_half *h = pc->mirror.h;
+	u32 from = pc->mirror.plan.holder;
+	char *error = NULL;
+	u8 *buf;
+	int r;
+
+	r = pmc_mirror_read(pc, true, &error);
+	if (!r && pc->mirror.plan.holder != from)
+		error = "mirror: the halves changed since the table was loaded";
+	if (error) {
+		DMERR("%s: %s", pc->pmem_dev->name, error);
+		return r ? r : -EINVAL;
+	}
+
+	if (pc->need_format) {
+		r = pmc_meta_format_pair(&pc->meta, pc->kaddr, pc->mirror.kaddr,
+					 pc->pmem_bytes, pc->block_size, oid);
+		if (r)
+			return r;
+		pc->need_format = false;
+		/* format zeroed both halves' info: a new pair identity */
+		pmc_mirror_halves(pc);
+		pmc_mirror_resync_begin(&h[0], &h[1], pc->meta.cache_uuid);
+		pmc_mirror_resync_end(&h[0], &h[1]);
+		DMINFO("%s: formatted a new mirrored pair with %s: %llu blocks of %u bytes",
+		       pc->pmem_dev->name, pc->mirror.dev->name,
+		       pc->meta.n_blocks, pc->block_size);
+		return 0;
+	}
+
+	buf = kvmalloc(PMC_MIRROR_CHUNK, GFP_KERNEL);
+	if (!buf)
+		return -ENOMEM;
+	r = 0;
+	if (pc->mirror.plan.action == PMC_MIRROR_BOTH)
+		r = pmc_mirror_differ(pc, buf);
+	else
+		r = 1;
+	if (r > 0) {
+		DMINFO("%s: mirror: copying the half on %s to %s",
+		       pc->pmem_dev->name,
+		       from ? pc->mirror.dev->name : pc->pmem_dev->name,
+		       from ? pc->pmem_dev->name : pc->mirror.dev->name);
+		pmc_mirror_resync_begin(&h[from], &h[from ^ 1],
+					pc->meta.cache_uuid);	/* R1, R2 */
+		r = pmc_mirror_copy(pc, from, buf);
+		if (!r)
+			pmc_mirror_resync_end(&h[from], &h[from ^ 1]);	/* R4, R5 */
+	}
+	kvfree(buf);
+	if (r) {
+		DMERR("%s: mirror: media error while comparing or copying the halves",
+		      pc->pmem_dev->name);
+		return r;
+	}
+	/* Both halves equal: run on half 0 (pfns, badblocks), store to both. */
+	pc->meta.base = pc->kaddr;
+	pc->meta.mirror = pc->mirror.kaddr;
+	return 0;
+}

@@ -1,0 +1,332 @@
+"""A mirrored cache: the table feature `mirror <pmem_dev2>` (issue 31, step 2).
+
+The guest has two NVDIMMs, each its own NFIT region: /dev/pmem0 (256 MiB)
+and /dev/pmem1 (320 MiB; the cache uses the smaller).
+
+- The table is refused, with its one dmesg line, for the same device
+  twice, for two partitions of one NVDIMM (one region: no redundancy),
+  for "-" (a missing half: not yet), for two single-device caches, and
+  for a blank first half beside a larger device's cache (neither is
+  overwritten; the mutant that takes a cache it cannot open for a blank
+  device accepts the two caches and is caught); two blank halves on two
+  regions make a new pair, and fio --verify writes through the mirrored
+  cache.
+- A power cut with dirty blocks (asserted: the recovery of each half
+  counts them), then each half alone is a complete crash image: a
+  single-device table on half B (pmem1), then on half A, reads back every
+  acknowledged write (the writer of tests/test_target_powercut.py); then
+  the mirrored table on the pair again (halves that each recovery changed
+  alone) reads them back too.
+- Two mutants of the store helper, pmc_meta_store(): every store skips
+  the second half (half B is then refused: no superblock), and only the
+  stores of writes do (half B is a cache without records: acknowledged
+  writes read back wrong). Each is caught by the check of half B; the
+  real module, the control, passes the same check.
+"""
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+
+from test_bad_input import mbr
+from test_target import PRELUDE, parse_status, pmemcache_module  # noqa: F401
+from test_target_powercut import (WRITE_LOOP, cut_console, expected_sectors,
+                                  read_back, wait_for_acks)
+from vm import KBUILD, KSRC, REPO, build
+
+PMEM_MB, PMEM2_MB = 256, 320
+NBLOCKS = 64
+# No writeback while the writer runs: the blocks stay dirty in the cache.
+ARGS = "6 high_watermark 100 low_watermark 100 mirror /dev/pmem1"
+SINGLE = "4 high_watermark 100 low_watermark 100"
+# Partitions of pmem0 for the same-region case: 64 MiB each.
+P1, P2, PART_SECTORS = 2048, 133120, 131072
+
+MIRROR_PRELUDE = PRELUDE + r"""
+pmc_init2() {
+	pmc_init
+	if [ $PMC_RAW = 0 ]; then
+		ndctl create-namespace -f -e namespace1.0 -m fsdax -M mem \
+			> /dev/null 2>&1 || die "ndctl fsdax pmem1"
+	fi
+	[ -b /dev/pmem1 ] || die "no /dev/pmem1"
+}
+
+# refused NAME TABLE LINE: the table must fail and dmesg say LINE
+refused() {
+	dmesg -c > /dev/null
+	if dmsetup create --noudevsync "$1" --table "$2" 2>/dev/null; then
+		die "table $1 accepted"
+	fi
+	dmesg | grep -q "$3" || { dmesg | tail -5; die "no line '$3' for $1"; }
+	echo "REFUSED=$1"
+}
+"""
+
+
+def boot(vm, body, **kw):
+    kw.setdefault("timeout", 900)
+    return vm.run(MIRROR_PRELUDE + body, pmem_size=PMEM_MB, pmem2_size=PMEM2_MB, **kw)
+
+
+def test_mirror_table_refusals_and_fio_verify(vm, tmp_path):
+    (tmp_path / "mbr").write_bytes(mbr([(P1, PART_SECTORS), (P2, PART_SECTORS)]))
+    script = r"""
+pmc_init2
+md_make md0 raid1 2 a
+sz=$(blockdev --getsz /dev/md0)
+refused same "0 $sz pmemcache /dev/md0 /dev/pmem0 4096 2 mirror /dev/pmem0" \
+	"mirror: both halves are the same pmem device"
+dd if=/test/mbr of=/dev/pmem0 bs=512 count=1 conv=notrunc 2>/dev/null
+blockdev --rereadpt /dev/pmem0 || die rereadpt
+[ -b /dev/pmem0p2 ] || die "no /dev/pmem0p2"
+refused region "0 $sz pmemcache /dev/md0 /dev/pmem0p1 4096 2 mirror /dev/pmem0p2" \
+	"mirror: both pmem devices are on the same NVDIMM region (no redundancy)"
+dd if=/dev/zero of=/dev/pmem0 bs=4096 count=1 conv=notrunc 2>/dev/null
+blockdev --rereadpt /dev/pmem0 || die rereadpt
+[ -b /dev/pmem0p1 ] && die "pmem0p1 still there"
+refused dash "0 $sz pmemcache /dev/md0 /dev/pmem0 4096 2 mirror -" \
+	"mirror: a missing half ('-') is not supported yet"
+# a single-device cache on each: neither is overwritten by the other
+dm_create one "0 $sz pmemcache /dev/md0 /dev/pmem0 4096" || die "one on pmem0"
+dmsetup remove one
+dm_create one "0 $sz pmemcache /dev/md0 /dev/pmem1 4096" || die "one on pmem1"
+dmsetup remove one
+refused two "0 $sz pmemcache /dev/md0 /dev/pmem0 4096 2 mirror /dev/pmem1" \
+	"both pmem devices hold a cache and neither is a mirror half"
+dd if=/dev/zero of=/dev/pmem0 bs=4096 count=1 conv=notrunc 2>/dev/null
+refused bigger "0 $sz pmemcache /dev/md0 /dev/pmem0 4096 2 mirror /dev/pmem1" \
+	"pmem device is smaller than the cache formatted on it"
+dd if=/dev/zero of=/dev/pmem1 bs=4096 count=1 conv=notrunc 2>/dev/null
+dmesg -c > /dev/null
+dm_create pc "$(pmc_table md0 '%(args)s')" || die create
+dmesg | grep -q "formatted a new mirrored pair" || die "no pair formatted"
+echo "TABLE=$(dmsetup table pc)"
+echo "PMEM1=$(cat /sys/block/pmem1/dev)"
+fio_job rand /dev/mapper/pc --rw=randwrite --bsrange=512-64k --size=32m --offset=0
+status 1
+dmsetup remove pc
+dm_create pc "$(pmc_table md0 '%(args)s')" || die "create again"
+fio_check rand /dev/mapper/pc --rw=randwrite --bsrange=512-64k --size=32m --offset=0
+status 2
+dmsetup remove pc
+""" % dict(args=ARGS)
+    res = boot(vm, script, files=[(tmp_path / "mbr", "/test/mbr")])
+    assert res.values("REFUSED") == ["same", "region", "dash", "two", "bigger"]
+    assert res.value("TABLE").endswith("mirror " + res.value("PMEM1")), res.value("TABLE")
+    s1, s2 = parse_status(res.value("STATUS1")), parse_status(res.value("STATUS2"))
+    # the smaller half (pmem0) sets the size
+    assert 0 < s1["blocks"] * 4096 < PMEM_MB << 20
+    assert s1["dirty"] > 0 and s2["dirty"] == s1["dirty"]
+    assert res.values("VERIFY_OK") == ["rand"]
+
+
+def test_single_device_cache_given_a_mirror_is_copied_to_it(vm):
+    """A cache with dirty blocks on pmem0 alone, then the same cache with
+    `mirror /dev/pmem1` (blank): the first resume copies it (R1..R5); then
+    pmem1 alone, under a single-device table, holds every dirty block."""
+    script = r"""
+pmc_init2
+md_make md0 raid1 2 a
+dm_create pc "$(pmc_table md0 '%(single)s')" || die create
+fio_job small /dev/mapper/pc %(job)s
+status 1
+dmsetup remove pc
+dmesg -c > /dev/null
+dm_create pc "$(pmc_table md0 '%(args)s')" || die "create mirrored"
+a=$(cat /sys/block/pmem0/dev) b=$(cat /sys/block/pmem1/dev)
+dmesg | grep -q "mirror: copying the half on $a to $b" && echo COPIED=1
+status 2
+fio_check small /dev/mapper/pc %(job)s
+dmsetup remove pc
+echo "0 $(blockdev --getsz /dev/md0) pmemcache /dev/md0 /dev/pmem1 4096 %(single)s" > /tmp/t
+dm_create pc "$(cat /tmp/t)" || die "table on pmem1 alone"
+status 3
+fio_check small /dev/mapper/pc %(job)s
+dmsetup remove pc
+""" % dict(single=SINGLE, args=ARGS, job="--rw=randwrite --bs=4k --size=8m --offset=0")
+    res = boot(vm, script)
+    s1, s2, s3 = (parse_status(res.value("STATUS%d" % i)) for i in (1, 2, 3))
+    assert s1["dirty"] > 0
+    assert s2["dirty"] == s1["dirty"] and s3["dirty"] == s1["dirty"]
+    assert res.value("COPIED") == "1"
+    assert res.values("VERIFY_OK") == ["small", "small"]
+
+
+WRITER = r"""
+pmc_init2
+md_make md0 raid5 4 a
+dm_create pc "$(pmc_table md0 '%(args)s')" || die create
+""" + WRITE_LOOP
+
+# A table on one half alone (%(half)s, single-device features) or on the
+# pair again (%(half)s = pmem0, mirrored features), after the cut: read
+# every sector.
+CHECK_HALF = r"""
+insmod /lib/modules/extra/dm-pmemcache.ko || die insmod
+[ -b /dev/%(half)s ] || die "no /dev/%(half)s"
+[ -b /dev/pmem1 ] || die "no /dev/pmem1"
+mdadm --assemble --run /dev/md0 /dev/vda /dev/vdb /dev/vdc /dev/vdd 2>&1 || die assemble
+echo "0 $(blockdev --getsz /dev/md0) pmemcache /dev/md0 /dev/%(half)s 4096 %(args)s" > /tmp/t
+dm_create pc "$(cat /tmp/t)" || die "table on %(half)s"
+status 2
+dd if=/dev/mapper/pc of=/tmp/r bs=4096 count=%(nblocks)d iflag=direct 2>/dev/null || die read
+s=0
+while [ $s -lt %(nsec)d ]; do
+	echo "S $s $(dd if=/tmp/r bs=16 skip=$((s * 32)) count=1 2>/dev/null | tr -d '\000\n')"
+	s=$((s + 1))
+done
+dmsetup remove pc
+"""
+
+# What only a failing check prints (the mutant's verdict keys on it).
+LOST = "MIRROR HALF LOST WRITES"
+
+
+def check_half(vm, half, allowed, args=SINGLE):
+    """Half @half alone (or the pair, with @args ARGS): (dirty blocks it
+    recovered, {sector: (got, allowed)} lost). A table it refuses counts
+    as every write lost."""
+    res = vm.run(MIRROR_PRELUDE + CHECK_HALF % dict(
+        half=half, args=args, nblocks=NBLOCKS, nsec=NBLOCKS * 8),
+        pmem_size=PMEM_MB, pmem2_size=PMEM2_MB, timeout=600, check=False)
+    if res.rc != 0:
+        return 0, {"table": ("refused or failed", res.tail(20))}
+    got = read_back(res)
+    assert len(got) == NBLOCKS * 8
+    lost = {s: (got[s], sorted(allowed[s])) for s in got if got[s] not in allowed[s]}
+    return parse_status(res.value("STATUS2"))["dirty"], lost
+
+
+def cut_and_check_halves(vm, seed):
+    """One writer boot on the mirrored table, cut; then each half alone.
+    Returns (acknowledged writes, {half: (dirty, lost)})."""
+    rng = random.Random(seed)
+    proc, log = vm.start(MIRROR_PRELUDE + WRITER % dict(
+        args=ARGS, seed=rng.randrange(1, 30000), nblocks=NBLOCKS),
+        pmem_size=PMEM_MB, pmem2_size=PMEM2_MB, timeout=600)
+    try:
+        wait_for_acks(log, rng.randrange(40, 100))
+    finally:
+        vm.power_cut(proc)
+    allowed, nacked = expected_sectors_n(cut_console(log))
+    assert nacked > 0
+    # half B first: the single table on A may repair A, never B
+    halves = {h: check_half(vm, h, allowed) for h in ("pmem1", "pmem0")}
+    # then the pair again: each half was recovered alone, so they may
+    # differ; the start compares them and copies from half A
+    halves["pair"] = check_half(vm, "pmem0", allowed, args=ARGS)
+    return nacked, halves
+
+
+def expected_sectors_n(output):
+    """expected_sectors() of test_target_powercut, over our NBLOCKS."""
+    import test_target_powercut as tp
+    saved, tp.NBLOCKS = tp.NBLOCKS, NBLOCKS
+    try:
+        return expected_sectors(output)
+    finally:
+        tp.NBLOCKS = saved
+
+
+def test_power_cut_leaves_each_half_a_complete_crash_image(vm):
+    nacked, halves = cut_and_check_halves(vm, 31)
+    for half, (dirty, lost) in halves.items():
+        # precondition: the cache held dirty blocks at the cut
+        assert dirty > 0, (half, halves)
+        assert not lost, "%s: %s on %s: %s" % (LOST, len(lost), half, sorted(lost.items())[:5])
+    print("mirror power cut: %d acknowledged writes, dirty blocks recovered %s, lost 0"
+          % (nacked, {h: d for h, (d, _) in halves.items()}))
+
+
+def build_mutant(tmp, old, new, name="pmc_meta.h"):
+    """dm-pmemcache.ko with @old replaced by @new (exactly once) in @name,
+    built in a copy of dm-pmemcache/."""
+    src = Path(tmp) / "dm-pmemcache"
+    shutil.copytree(REPO / "dm-pmemcache", src,
+                    ignore=shutil.ignore_patterns("*.o", "*.ko", ".*.cmd", "*.mod*",
+                                                  "modules.order", "Module.symvers"))
+    text = (src / name).read_text()
+    assert text.count(old) == 1, old
+    (src / name).write_text(text.replace(old, new))
+    # as test_target's build_module(): the M= build touches only its folder
+    p = build(["make", "-s", "-C", str(KSRC), "O=%s" % KBUILD, "CC=ccache gcc",
+               "M=%s" % src, "modules"])
+    assert p.returncode == 0, p.stderr
+    return src / "dm-pmemcache.ko"
+
+
+def use_module(vm, ko):
+    """Every later boot of @vm loads @ko in place of this tree's module."""
+    orig = vm.command
+
+    def command(script, **opts):
+        opts["files"] = list(opts.get("files", ())) + [(ko, "/lib/modules/extra/dm-pmemcache.ko")]
+        return orig(script, **opts)
+
+    vm.command = command
+
+
+def test_mirror_over_another_cache_is_refused_and_its_mutant_caught(vm, tmp_path):
+    """The mutant that takes a cache it cannot open (here: formatted on
+    the larger pmem1) for a blank device, as mirror.c did before, copies
+    over it: the table that the real module refuses (the control is the
+    "two" case of the refusal test) is accepted."""
+    ko = build_mutant(tmp_path, "oid, &why) != -ENODATA;", "oid, &why) == 0;", "mirror.c")
+    use_module(vm, ko)
+    res = boot(vm, r"""
+pmc_init2
+md_make md0 raid1 2 a
+sz=$(blockdev --getsz /dev/md0)
+dm_create one "0 $sz pmemcache /dev/md0 /dev/pmem0 4096" || die "one on pmem0"
+dmsetup remove one
+dm_create one "0 $sz pmemcache /dev/md0 /dev/pmem1 4096" || die "one on pmem1"
+dmsetup remove one
+if dmsetup create --noudevsync pc --table \
+	"0 $sz pmemcache /dev/md0 /dev/pmem0 4096 2 mirror /dev/pmem1" 2>/dev/null; then
+	echo ACCEPTED=1
+	dmsetup remove pc
+fi
+""")
+    assert res.value("ACCEPTED") == "1", "mutant not caught: the table was refused"
+    print("mutant caught (a cache it cannot open taken for blank): the table over two caches was accepted")
+
+
+# (name, text of pmc_meta.h, mutant text, may half B be refused instead)
+STORE_MUTANTS = [
+    ("every store skips the second half",
+     "\tif (m->mirror)\n\t\tpmc_pmem_write(m->mirror",
+     "\tif (0 && m->mirror)\n\t\tpmc_pmem_write(m->mirror", True),
+    # half B is then a formatted cache without a record: a table loads it
+    ("the stores of writes skip the second half (format's do not)",
+     "\tif (m->mirror)\n\t\tpmc_pmem_write(m->mirror",
+     "\tif (m->mirror && tag == PMC_P_FORMAT)\n\t\tpmc_pmem_write(m->mirror", False),
+]
+
+
+@pytest.mark.parametrize("what,old,new,refusal_ok", STORE_MUTANTS,
+                         ids=["all-stores", "write-stores"])
+def test_store_helper_skipping_the_second_half_is_caught(vm, tmp_path, what, old, new,
+                                                         refusal_ok):
+    """The mutant: pmc_meta_store() leaves the second half out. Half B
+    alone must then miss acknowledged writes (or, with no superblock
+    either, be refused)."""
+    ko = build_mutant(tmp_path, old, new)
+    use_module(vm, ko)
+    rng = random.Random(32)
+    proc, log = vm.start(MIRROR_PRELUDE + WRITER % dict(
+        args=ARGS, seed=rng.randrange(1, 30000), nblocks=NBLOCKS),
+        pmem_size=PMEM_MB, pmem2_size=PMEM2_MB, timeout=600)
+    try:
+        wait_for_acks(log, rng.randrange(40, 100))
+    finally:
+        vm.power_cut(proc)
+    allowed, nacked = expected_sectors_n(cut_console(log))
+    assert nacked > 0
+    _, lost = check_half(vm, "pmem1", allowed)
+    assert lost, "mutant not caught (%s): half B alone holds every acknowledged write" % what
+    refused = "table" in lost
+    assert refusal_ok or not refused, lost
+    print("mutant caught (%s): %s" % (what, "half B refused" if refused else
+                                      "%d of %d sectors wrong on half B" % (len(lost), NBLOCKS * 8)))
