@@ -45,13 +45,25 @@ Each boot of the chain (one per cut) after the first:
                for the markers of both old versions (nothing may bring
                them back), and counts the bytes of files that lie in the
                old data's extents (FIEMAP, fs_io extents/overlap): some
-               must, or the check would prove nothing.
+               must, or the check would prove nothing;
+     cleaner   over dm volatile, cleaner mode switched on once the cache
+               has evicted: the cut comes once every block is written
+               back (no more origin flushes by writeback) and at least
+               AROUND_UNFLUSHED (test_durability.py) writes went around
+               the cache since the volatile layer's last flush;
+     full      over dm volatile, writeback switched off (watermarks 100)
+               and full_wait 10 once the cache has evicted: the cut comes
+               after writes found the cache full and went around or
+               through it since the switch (full_waits and full_around +
+               full_through grew), the volatile layer holding writes.
 The first boot makes both file systems; the last one only checks.
 
 A failed check prints FS_DAMAGED (tests/vm_mutants.py), which only a
-failure prints. PMC_FS_CUTS sets the number of cuts (default 3, the
-boot kinds in the order above); PMC_MUTANT_KO=path runs another build of
-dm-pmemcache.ko (tests/vm_mutants.py, checker "fs").
+failure prints. PMC_FS_CUTS sets the number of cuts (default SHORT_CUTS,
+the first three kinds; LONG_CUTS with PMC_LONG=1, the kinds in turn);
+PMC_FS_KINDS=cleaner,full picks the kinds to cycle through;
+PMC_MUTANT_KO=path runs another build of dm-pmemcache.ko
+(tests/vm_mutants.py, checker "fs").
 
 PMC_LONG=1 adds the mutation test: the module without its origin flush
 before CLEAN must be caught by FS_MUTANT_CUTS cuts (the first one over
@@ -65,7 +77,8 @@ import time
 
 import pytest
 
-from test_durability import VOL_FIELDS, guest_tools  # noqa: F401 (fixture: dm-volatile.ko)
+from test_durability import AROUND_UNFLUSHED, VOL_FIELDS, around_unflushed
+from test_durability import guest_tools  # noqa: F401 (fixture: dm-volatile.ko)
 from test_target import PRELUDE, parse_status, pmemcache_module  # noqa: F401
 from test_target_powercut import power_cut
 from vm import REPO, GuestRun, add_figure, build, check_reports
@@ -73,8 +86,14 @@ import vm_mutants
 from vm_mutants import FS_DAMAGED
 
 LONG = os.environ.get("PMC_LONG", os.environ.get("LONG", "0")) not in ("", "0")
-KINDS = ["volatile", "freeze", "trim"]
-CUTS = int(os.environ.get("PMC_FS_CUTS", "3"))
+KINDS = ["volatile", "freeze", "trim", "cleaner", "full"]
+if os.environ.get("PMC_FS_KINDS"):
+    KINDS = os.environ["PMC_FS_KINDS"].split(",")
+    assert set(KINDS) <= {"volatile", "freeze", "trim", "cleaner", "full"}, KINDS
+# make test: the first three kinds; make test-long: every kind, many times
+SHORT_CUTS, LONG_CUTS = 3, 100
+CUTS = int(os.environ.get("PMC_FS_CUTS", LONG_CUTS if LONG else SHORT_CUTS))
+OVER_VOLATILE = ("volatile", "cleaner", "full")
 MUTANT_KO = os.environ.get("PMC_MUTANT_KO")
 FS_IO = REPO / "tests/guest/fs_io"
 
@@ -262,6 +281,20 @@ while true; do
 		echo "THAWED $(($(date +%%s) - t0))"
 		thawed=1
 	fi
+	# cleaner, full: the mode is switched on once the cache has evicted
+	if [ %(kind)s = cleaner ] && [ "$ev" -gt 0 ] && [ ! -e /tmp/switched ]; then
+		dmsetup message pc 0 cleaner || die cleaner
+		: > /tmp/switched
+		echo "SWITCHED $(dmsetup status pc)"
+	fi
+	if [ %(kind)s = full ] && [ "$ev" -gt 0 ] && [ ! -e /tmp/switched ]; then
+		# no writeback: the cache fills with dirty blocks, and a write
+		# that finds no free block waits 10 ms, then goes around it
+		dmsetup message pc 0 high_watermark 100 && dmsetup message pc 0 low_watermark 100 &&
+			dmsetup message pc 0 full_wait 10 || die "full cache"
+		: > /tmp/switched
+		echo "SWITCHED $(dmsetup status pc)"
+	fi
 	# one line (one write): the writers' lines never come in between
 	if [ $VOLATILE = 1 ]; then
 		vol=$(dmsetup status vol)
@@ -279,7 +312,7 @@ def boot_script(boot, kind, ko, seed, files_known):
     the previous cut (if @files_known), then run the workload of @kind
     (None: the last boot, check only)."""
     first = int(boot == 1)
-    s = SETUP % dict(ko=ko, first=first, e4=E4_SECTORS, volatile=int(kind == "volatile"),
+    s = SETUP % dict(ko=ko, first=first, e4=E4_SECTORS, volatile=int(kind in OVER_VOLATILE),
                      vol=VOLATILE, table=TABLE)
     if files_known:
         s += CHECK % dict(scan=" ".join(MARKERS) if files_known == "scan" else "")
@@ -325,15 +358,40 @@ def precondition(kind, output, n=None):
         missing.append("no eviction")
     if s["wb_pfn_blocks"] + s["wb_bounce_blocks"] <= 0:
         missing.append("no writeback")
-    if s["dirty"] <= 0:
+    if s["dirty"] <= 0 and kind != "cleaner":
         missing.append("no dirty block")
     if s["discards"] <= 0:
         missing.append("no discard (fstrim)")
     for t, files in logged(upto).items():
         if len(files) < MIN_FILES:
             missing.append("%d files logged on %s" % (len(files), t))
-    if kind == "volatile" and not (vol and vol["held"] > 0):
+    if kind in ("volatile", "full") and not (vol and vol["held"] > 0):
         missing.append("the volatile layer holds nothing")
+    if kind == "cleaner":
+        # every write reaches the origin with FUA, so the layer may hold
+        # nothing: what a cut tests are the writes sent around the cache
+        # since its last flush with no block dirty (then nothing else
+        # flushes the origin before the cut)
+        around = around_unflushed([(e, st, v) for e, st, v, _ in sts])
+        if around < AROUND_UNFLUSHED:
+            missing.append("%d writes around the cache since the volatile layer's "
+                           "last flush with no block dirty" % around)
+    if kind in ("cleaner", "full"):
+        # the mode on, and writes sent around the cache since
+        if "\nSWITCHED " not in upto:
+            missing.append("%s mode not on yet" % kind)
+        else:
+            s0 = parse_status(re.search(r"^SWITCHED (.*)$", upto, re.M).group(1))
+            if kind == "cleaner" and s["mode"] != "cleaner":
+                missing.append("status mode %s" % s["mode"])
+            if kind == "cleaner" and s["dirty"]:
+                missing.append("%d dirty blocks left in cleaner mode" % s["dirty"])
+            if s["write_around"] <= s0["write_around"]:
+                missing.append("no write around the cache since the switch")
+            if kind == "full" and (s["full_waits"] <= s0["full_waits"] or
+                                   s["full_around"] + s["full_through"] <=
+                                   s0["full_around"] + s0["full_through"]):
+                missing.append("no write found the cache full since the switch")
     if kind == "trim" and s["write_around"] <= 0:
         missing.append("no write around the cache")
     if kind == "freeze":
