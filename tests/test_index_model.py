@@ -85,7 +85,8 @@ SELECT_MUTANTS = {
 def test_selection_mutants_are_caught(name, tmp_path):
     old, new = SELECT_MUTANTS[name]
     binary = host_mutant(tmp_path, "pmc_index.c", old, new,
-                         ["index_model.c", "host_env.c"], ["pmc_meta.c", "pmc_index.c"])
+                         ["index_model.c", "pmem_plain.c", "host_env.c"],
+                         ["pmc_meta.c", "pmc_index.c"])
     p = subprocess.run([binary, "--check-select", "--seed", "1"],
                        capture_output=True, text=True, timeout=600)
     print(name, "->", "\n".join(p.stdout.splitlines()[:4]))

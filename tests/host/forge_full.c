@@ -6,7 +6,8 @@
  * slot a DIRTY record of block <slot> with a correct checksum (seq slot +
  * 1).  No crash makes such a namespace, but a large cache that was full
  * of dirty blocks at a power cut looks the same to recovery.  The data
- * blocks stay zero and take no space.
+ * blocks stay zero and take no space.  pmem is the mmap()ed file, as plain
+ * memory (pmem_plain.c), made durable by one msync() at the end.
  *
  * usage: forge_full FILE ORIGIN_SECTORS
  * Prints "forge_full: blocks=N records=N".
@@ -22,29 +23,6 @@
 #include "pmc_meta.h"
 
 #define BS	4096U
-
-void pmc_pmem_write(void *dst, const void *src, size_t len, enum pmc_ptag tag)
-{
-	memcpy(dst, src, len);
-}
-
-void pmc_pmem_fence(enum pmc_ptag tag)
-{
-}
-
-int pmc_pmem_read(void *dst, const void *src, size_t len)
-{
-	memcpy(dst, src, len);
-	return 0;
-}
-
-void pmc_random_bytes(void *p, size_t len)
-{
-	u8 *b = p;
-
-	while (len--)
-		*b++ = (u8)random();
-}
 
 int main(int argc, char **argv)
 {
@@ -70,7 +48,6 @@ int main(int argc, char **argv)
 		perror("mmap");
 		return 2;
 	}
-	srandom(getpid());
 	if (pmc_meta_format(&m, base, st.st_size, BS, &oid)) {
 		fprintf(stderr, "forge_full: format failed\n");
 		return 1;

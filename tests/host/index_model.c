@@ -57,27 +57,7 @@
 
 #include "pmc_meta.h"
 
-/* ---- shim: nothing here touches pmem -------------------------------- */
-
-void pmc_pmem_write(void *dst, const void *src, size_t len, enum pmc_ptag tag)
-{
-	memcpy(dst, src, len);
-}
-
-void pmc_pmem_fence(enum pmc_ptag tag)
-{
-}
-
-int pmc_pmem_read(void *dst, const void *src, size_t len)
-{
-	memcpy(dst, src, len);
-	return 0;
-}
-
-void pmc_random_bytes(void *p, size_t len)
-{
-	memset(p, 0x5a, len);
-}
+/* pmem is plain memory here: pmem_plain.c */
 
 static u64 rng = 88172645463325252ULL;
 
