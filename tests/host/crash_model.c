@@ -2,8 +2,10 @@
 /*
  * Host crash-consistency model of the dm-pmemcache commit protocol.
  *
- * The module's shared metadata code (pmc_meta.c, pmc_index.c) is compiled
- * here against a model of pmem and run by several simulated CPUs:
+ * The module's shared metadata code (pmc_meta.c, pmc_index.c) and its
+ * writeback policy (pmc_wb.c: claim, origin flush before CLEAN, CLEAN or
+ * stale free, and pmc_index_wb_select()) are compiled here against a
+ * model of pmem and of the origin, and run by several simulated CPUs:
  *
  *   - pmem: every store stays volatile until it has been flushed AND a
  *     later fence of the SAME CPU has completed.  Each CPU has its own
@@ -13,7 +15,10 @@
  *     after a newer store of another CPU to the same word.
  *   - origin: a disk with a volatile write cache.  A completed write is
  *     durable only after a later flush; at a crash any subset of the
- *     unflushed and in-flight writes may have landed.
+ *     unflushed and in-flight writes may have landed.  Writeback's writes
+ *     complete late and out of order, and some fail (some of their
+ *     sectors landing); some flushes fail (part of what they covered
+ *     durable).
  *   - CPUs: coroutines (ucontext) switched by a deterministic, seeded
  *     scheduler at every store, fence and lock operation.  Priorities are
  *     re-drawn at random points (PCT style), so a CPU can stall for a long
@@ -23,8 +28,9 @@
  *     cache with FUA, or through it: io.c's write-through); a writeback
  *     CPU selects and claims dirty blocks; an I/O CPU completes origin
  *     writes in any order, flushes the origin and marks blocks CLEAN.
- *     Locking and the order of the steps are those of io.c, wb_select.c
- *     and writeback.c.
+ *     Writeback runs the module's pmc_wb.c through its pmc_env_*()
+ *     functions (below); the writers' steps are still copies of io.c's
+ *     (issue 30), with its locking and order.
  *
  * At every fence of any CPU and at sampled stores, crash images are built
  * from the durable state plus a choice of the pending stores of all CPUs
@@ -65,6 +71,7 @@
 #include <ucontext.h>
 
 #include "pmc_meta.h"
+#include "pmc_wb.h"
 
 /* A store that is not flushed: the mutants of tests/host/mutants.py. */
 void pmc_model_store_noflush(void *dst, const void *src, size_t len,
@@ -99,7 +106,6 @@ enum brk {
 	BRK_DATA_FLUSH,		/* data stores are never flushed */
 	BRK_RECORD_FLUSH,	/* record stores are never flushed */
 	BRK_FORMAT_ORDER,	/* skip the fence before the format commit */
-	BRK_WAITPREV,		/* write back a block while an older copy is in flight */
 };
 
 static enum brk brk;
@@ -812,22 +818,23 @@ static void violation(const char *what, u32 s, long got, const char *ctx)
 }
 
 /* ------------------------------------------------------------------ */
-/* engine: the steps and locking of io.c, wb_select.c, writeback.c      */
+/* engine: the steps and locking of io.c; writeback's plumbing         */
 
-struct engine {
+/* The model's target: what pmc_wb.c's pmc_env_*() calls get. */
+struct pmemcache {
 	struct pmodel pm;
 	struct pmc_meta m;
 	struct pmc_index idx;
 	struct mlock stripe[NSTRIPES];
 	struct mlock free_lock;	/* spinlock */
 	struct mlock evict_lock;	/* mutex */
-	u32 evict_hand, wb_hand;
+	u32 evict_hand;
 	u32 around[NSTRIPES];	/* st->around: origin writes of writers */
 	u64 free_gen;		/* bumped whenever slots may have come free */
 	u32 ops_left;
 };
 
-static struct engine E;
+static struct pmemcache E;
 
 /* Blocks recovery found in two copies at the last restart: aimed at. */
 static u32 dup_blocks[64], n_dup_blocks;
@@ -1280,69 +1287,50 @@ static void op_read(u32 s)
 	unlock_r(st);
 }
 
-/* wb_select.c pmc_wb_candidate() */
-static int wb_candidate(u64 v)
-{
-	u32 f = pmc_slot_flags(v);
-
-	if (brk == BRK_WAITPREV)
-		f &= ~PMC_SF_WAITPREV;
-	return (f & (PMC_SF_USED | PMC_SF_DIRTY)) ==
-		(PMC_SF_USED | PMC_SF_DIRTY) &&
-	       !(f & (PMC_SF_WB | PMC_SF_STALE | PMC_SF_WAITPREV | PMC_SF_BAD));
-}
-
-struct cand {
-	u32 slot;
-	u64 v;
-};
-
-static int cmp_cand(const void *a, const void *b)
-{
-	u64 x = pmc_slot_oblock(((const struct cand *)a)->v);
-	u64 y = pmc_slot_oblock(((const struct cand *)b)->v);
-
-	return x < y ? -1 : x > y;
-}
-
 #define WB_JOBS 8
 
-/* writeback.c pmc_wb_pass(): select, claim (wb_select.c), submit */
+/* wb_select.c pmc_wb_look(): the live copy of @oblock, under its stripe lock */
+static bool wb_look(void *ctx, u64 oblock, struct pmc_wb_cand *c)
+{
+	struct mlock *st = stripe_of(oblock);
+	u32 s;
+
+	lock_r(st);
+	s = pmc_index_lookup(&E.idx, oblock);
+	if (s != PMC_NO_SLOT) {
+		c->slot = s;
+		c->v = E.idx.slot[s];
+	}
+	unlock_r(st);
+	return s != PMC_NO_SLOT;
+}
+
+static bool wb_claim(void *ctx, const struct pmc_wb_cand *c, unsigned int sel)
+{
+	return pmc_wb_claim(&E, &E.idx, c);
+}
+
+static const struct pmc_wb_ops wb_ops = { .look = wb_look, .claim = wb_claim };
+
+/*
+ * writeback.c pmc_wb_pass(): the module's selection (pmc_index.c) and
+ * claim (pmc_wb.c) pick the blocks; the model's origin gets their data.
+ */
 static int wb_pass(u32 want)
 {
-	struct cand c[16];
-	u32 n = 0, tries, i, k, nb = (u32)E.m.n_blocks;
-	int started = 0;
+	struct pmc_wb_cand c[16];
+	unsigned int whole = 0;
+	u32 n, i, k;
 
 	if (n_dev_infl + n_dev_done >= WB_JOBS)
 		return 0;
-	for (tries = 0; tries < nb && n < want; tries++) {
-		u32 s = E.wb_hand++ % nb;
-		u64 v = E.idx.slot[s];
-
-		if (wb_candidate(v)) {
-			c[n].slot = s;
-			c[n].v = v;
-			n++;
-		}
-	}
-	qsort(c, n, sizeof(*c), cmp_cand);
+	n = pmc_index_wb_select(&E.idx, c, want, ARRAY_SIZE(c),
+				PMC_SEL_PARTIAL, &wb_ops, NULL, &whole);
 	for (i = 0; i < n; i++) {
-		struct mlock *st = stripe_of(pmc_slot_oblock(c[i].v));
 		struct wbio w;
-		int ok;
 
-		/* pmc_wb_claim() */
-		lock_w(st);
-		ok = E.idx.slot[c[i].slot] == c[i].v && !E.around[st - E.stripe];
-		if (ok) {
-			trace("writeback slot %u block %llu", c[i].slot,
-			      (unsigned long long)pmc_slot_oblock(c[i].v));
-			pmc_meta_wb_start(&E.idx, c[i].slot);
-		}
-		unlock_w(st);
-		if (!ok)
-			continue;
+		trace("writeback slot %u block %llu", c[i].slot,
+		      (unsigned long long)pmc_slot_oblock(c[i].v));
 		/* pmc_wb_submit(): the origin write carries pmem's data. */
 		memset(&w, 0, sizeof(w));
 		w.slot = c[i].slot;
@@ -1363,9 +1351,8 @@ static int wb_pass(u32 want)
 		}
 		w.due = sched_step + origin_latency();
 		wbio_push(&dev_infl, &n_dev_infl, &cap_dev_infl, &w);
-		started++;
 	}
-	return started;
+	return (int)n;
 }
 
 /*
@@ -1393,39 +1380,67 @@ static void device_complete_one(int force)
 	wbio_push(&dev_done, &n_dev_done, &cap_dev_done, &w);
 }
 
-/* writeback.c pmc_wb_endio_work(): one origin flush, then CLEAN */
+/*
+ * writeback.c pmc_wb_endio_work(): the completed origin writes go to the
+ * module's policy (pmc_wb.c): one origin flush, then CLEAN.
+ */
 static void wb_endio_work(void)
 {
 	struct wbio *list = dev_done;
 	u32 n = n_dev_done, i, freed[64], nf = 0, f;
-	int any = 0;
+	bool any = false;
+	int r;
 
 	dev_done = NULL;
 	n_dev_done = 0;
 	cap_dev_done = 0;
 	for (i = 0; i < n; i++)
 		any |= list[i].ok;
-	/* SITE: origin flush before CLEAN, writeback.c */
-	if (any && origin_flush())
-		for (i = 0; i < n; i++)
-			list[i].ok = 0;
+	r = pmc_wb_flush_before_clean(&E, any);
 	for (i = 0; i < n; i++) {
-		struct mlock *st = stripe_of(list[i].oblock);
+		bool ok = list[i].ok && !r;
 
-		lock_w(st);
-		pmc_meta_wb_done(&E.m, &E.idx, list[i].slot, list[i].ok, &f);
+		f = pmc_wb_block_done(&E, &E.m, &E.idx, list[i].oblock,
+				      list[i].slot, ok);
 		trace("wb_done slot %u block %llu ok %d freed %d", list[i].slot,
-		      (unsigned long long)list[i].oblock, list[i].ok, (int)f);
-		/* SITE: C2 fence before the unlock, writeback.c */
-		pmc_meta_fence(PMC_P_CLEAN);
-		unlock_w(st);
+		      (unsigned long long)list[i].oblock, ok, (int)f);
 		if (f != PMC_NO_SLOT)
 			freed[nf++] = f;
-		n_wb_done += list[i].ok;
+		n_wb_done += ok;
 	}
 	free_slots(freed, nf);
 	E.free_gen++;
 	free(list);
+}
+
+/* ---- pmc_env_*(): the model's side of the shared policy (pmc_wb.h) ---- */
+
+void pmc_env_stripe_lock(struct pmemcache *pc, u64 oblock)
+{
+	lock_w(stripe_of(oblock));
+}
+
+void pmc_env_stripe_unlock(struct pmemcache *pc, u64 oblock)
+{
+	unlock_w(stripe_of(oblock));
+}
+
+bool pmc_env_stripe_around(struct pmemcache *pc, u64 oblock)
+{
+	return pc->around[stripe_of(oblock) - pc->stripe] != 0;
+}
+
+int pmc_env_origin_flush(struct pmemcache *pc)
+{
+	return origin_flush();
+}
+
+void pmc_env_wb_cleaned(struct pmemcache *pc, u64 v)
+{
+}
+
+void pmc_env_wb_quarantined(struct pmemcache *pc, u32 slot, u64 v)
+{
 }
 
 /* ------------------------------------------------------------------ */
@@ -1914,8 +1929,12 @@ static void load_engine(void)
 	assert(!r);
 	r = pmc_index_init(&E.idx, E.m.n_blocks);
 	assert(!r);
+	r = pmc_index_wb_alloc(&E.idx, n_oblocks);
+	assert(!r);
 	r = pmc_meta_recover(&E.m, &E.idx, &st);
 	assert(!r);
+	/* pmc_select_start(): the origin has no parity stripes */
+	pmc_index_wb_build(&E.idx, 1, E.m.full_mask);
 	index_check_after_load();
 	/* The CPUs start over: no lock held, no write past the cache. */
 	for (i = 0; i < NSTRIPES; i++)
@@ -1998,7 +2017,6 @@ static void world_reset(void)
 		ev_reset(s, 0);
 	}
 	E.evict_hand = 0;
-	E.wb_hand = 0;
 	n_dup_blocks = 0;
 	discard_dup_first = 0;
 }
@@ -2401,7 +2419,7 @@ static void usage(void)
 		"                   [--media-errors PERMILLE] [--restarts PERMILLE] [--stop-at-first]\n"
 		"                   [--format-rounds N]\n"
 		"                   [--break data-fence|record-fence|free-fence|data-flush|record-flush|\n"
-		"                            format-order|waitprev]\n"
+		"                            format-order]\n"
 		"                   [-v]\n");
 	exit(2);
 }
@@ -2413,7 +2431,6 @@ static const char *const brk_names[] = {
 	[BRK_DATA_FLUSH] = "data-flush",
 	[BRK_RECORD_FLUSH] = "record-flush",
 	[BRK_FORMAT_ORDER] = "format-order",
-	[BRK_WAITPREV] = "waitprev",
 };
 
 int main(int argc, char **argv)
