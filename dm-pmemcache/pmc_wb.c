@@ -52,7 +52,7 @@ u32 pmc_wb_block_done(struct pmemcache *pc, struct pmc_meta *m,
 	if (pmc_meta_wb_done(m, idx, slot, ok, &f))
 		pmc_env_wb_quarantined(pc, slot, v);
 	else if (ok && !(pmc_slot_flags(v) & PMC_SF_STALE))
-		pmc_env_wb_cleaned(pc, v);
+		pmc_env_dirty_dec(pc, v);
 	/*
 	 * C2: the CLEAN store is fenced before the lock is dropped: once
 	 * another CPU sees the block clean it may evict it, and a late

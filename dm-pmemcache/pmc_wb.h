@@ -30,8 +30,8 @@ void pmc_env_stripe_unlock(struct pmemcache *pc, u64 oblock);
 bool pmc_env_stripe_around(struct pmemcache *pc, u64 oblock);
 /* One flush of the origin's volatile cache: 0 or -errno. */
 int pmc_env_origin_flush(struct pmemcache *pc);
-/* The dirty block of slot word @v became CLEAN. */
-void pmc_env_wb_cleaned(struct pmemcache *pc, u64 v);
+/* The block of slot word @v is dirty no more (CLEAN, or dropped). */
+void pmc_env_dirty_dec(struct pmemcache *pc, u64 v);
 /* Slot @slot (word @v) could not be marked CLEAN: out of use. */
 void pmc_env_wb_quarantined(struct pmemcache *pc, u32 slot, u64 v);
 

@@ -17,7 +17,7 @@
 #include <linux/workqueue.h>
 
 #include "pmc_meta.h"
-#include "pmc_wb.h"
+#include "pmc_io.h"
 #include "pmc_table.h"
 
 #define DM_MSG_PREFIX "pmemcache"

@@ -446,7 +446,7 @@ int pmc_env_origin_flush(struct pmemcache *pc)
 	return blkdev_issue_flush(pc->origin->bdev);
 }
 
-void pmc_env_wb_cleaned(struct pmemcache *pc, u64 v)
+void pmc_env_dirty_dec(struct pmemcache *pc, u64 v)
 {
 	pmc_dirty_dec(pc, v);
 }

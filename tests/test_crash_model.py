@@ -90,7 +90,7 @@ def test_every_durability_site_mutant_is_caught(crash_model, figures):
         "%d / %d%s" % (sites, caught, " (5 long runs each)" if LONG else "")
     pm = re.search(r"I/O policy mutants (\d+), caught (\d+)", p.stdout)
     assert pm, p.stdout
-    figures["I/O policy mutants (pmc_wb.c) / caught"] = "%s / %s" % pm.groups()
+    figures["I/O policy mutants (pmc_wb.c, pmc_io.c) / caught"] = "%s / %s" % pm.groups()
     rg = re.search(r"fixed protocol bugs put back (\d+), caught (\d+)", p.stdout)
     assert rg, p.stdout
     figures["fixed protocol bugs put back / caught"] = "%s / %s" % rg.groups()

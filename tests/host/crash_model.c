@@ -2,10 +2,12 @@
 /*
  * Host crash-consistency model of the dm-pmemcache commit protocol.
  *
- * The module's shared metadata code (pmc_meta.c, pmc_index.c) and its
+ * The module's shared metadata code (pmc_meta.c, pmc_index.c), its
  * writeback policy (pmc_wb.c: claim, origin flush before CLEAN, CLEAN or
- * stale free, and pmc_index_wb_select()) are compiled here against a
- * model of pmem and of the origin, and run by several simulated CPUs:
+ * stale free, and pmc_index_wb_select()) and its I/O policy (pmc_io.c:
+ * write-around and st->around, eviction, discard) are compiled here
+ * against a model of pmem and of the origin, and run by several
+ * simulated CPUs:
  *
  *   - pmem: every store stays volatile until it has been flushed AND a
  *     later fence of the SAME CPU has completed.  Each CPU has its own
@@ -18,7 +20,8 @@
  *     unflushed and in-flight writes may have landed.  Writeback's writes
  *     complete late and out of order, and some fail (some of their
  *     sectors landing); some flushes fail (part of what they covered
- *     durable).
+ *     durable).  Write-arounds complete late as well, in the order they
+ *     were issued, with no lock held.
  *   - CPUs: coroutines (ucontext) switched by a deterministic, seeded
  *     scheduler at every store, fence and lock operation.  Priorities are
  *     re-drawn at random points (PCT style), so a CPU can stall for a long
@@ -28,9 +31,10 @@
  *     cache with FUA, or through it: io.c's write-through); a writeback
  *     CPU selects and claims dirty blocks; an I/O CPU completes origin
  *     writes in any order, flushes the origin and marks blocks CLEAN.
- *     Writeback runs the module's pmc_wb.c through its pmc_env_*()
- *     functions (below); the writers' steps are still copies of io.c's
- *     (issue 30), with its locking and order.
+ *     Writeback, write-around, eviction and discard run the module's
+ *     pmc_wb.c and pmc_io.c through their pmc_env_*() functions (below);
+ *     the commit of a cached write and the write-through are still
+ *     copies of io.c's (issue 30), with its locking and order.
  *
  * At every fence of any CPU and at sampled stores, crash images are built
  * from the durable state plus a choice of the pending stores of all CPUs
@@ -71,7 +75,7 @@
 #include <ucontext.h>
 
 #include "pmc_meta.h"
-#include "pmc_wb.h"
+#include "pmc_io.h"
 
 /* A store that is not flushed: the mutants of tests/host/mutants.py. */
 void pmc_model_store_noflush(void *dst, const void *src, size_t len,
@@ -561,8 +565,11 @@ struct wbio {
 	u32 ids[SPB];
 	int ok;
 	u64 due;		/* scheduler step from which it may complete */
+	int *fua_done;		/* a write-around (FUA): its writer waits */
+	u64 fua_seq;		/* ... and its place in the origin's order */
 };
 
+static u64 fua_next, fua_landed;	/* write-arounds issued, completed */
 static struct wbio *dev_infl;	/* submitted to the origin */
 static u32 n_dev_infl, cap_dev_infl;
 static struct wbio *dev_done;	/* completed, waiting for the endio work */
@@ -658,12 +665,16 @@ enum { ST_INFLIGHT, ST_ACKED, ST_FAILED };
 /*
  * Per sector, the writes and discards in the order they took the block's
  * stripe lock (the order in which the cache applies them).  The first
- * entry is always acknowledged; older ones are dropped.
+ * entry is always acknowledged; older ones are dropped, but for writes
+ * past the cache (write-around) still in flight when the acknowledged
+ * one was issued: the two were concurrent, either may land last.
  */
 struct ev {
 	u32 id;
 	u8 kind;
 	u8 st;
+	u8 past;	/* a write past the cache: lands when the origin says */
+	u64 t_add, t_done;	/* ev_clock when issued, acknowledged */
 };
 
 struct evlist {
@@ -679,6 +690,7 @@ struct idset {
 static struct evlist *evs;	/* per sector */
 static struct idset *ever;	/* per sector: every value it ever held */
 static u32 next_id = 1;
+static u64 ev_clock;
 static u32 next_disc = 1;
 
 static void ever_add(u32 s, u32 id)
@@ -731,23 +743,38 @@ static void ev_add(u32 s, u32 id, int kind)
 	l->ev[l->n].id = id;
 	l->ev[l->n].kind = (u8)kind;
 	l->ev[l->n].st = ST_INFLIGHT;
+	l->ev[l->n].past = 0;
+	l->ev[l->n].t_add = ++ev_clock;
+	l->ev[l->n].t_done = 0;
 	l->n++;
 }
 
 static void ev_set(u32 s, u32 id, int kind, int st)
 {
 	struct evlist *l = &evs[s];
-	u32 i;
+	u32 i, j, k;
 
 	for (i = l->n; i-- > 0;) {
 		if (l->ev[i].id != id || l->ev[i].kind != kind)
 			continue;
 		l->ev[i].st = (u8)st;
-		if (st == ST_ACKED && i) {
-			/* Everything before an acknowledged entry is history. */
-			memmove(l->ev, l->ev + i, (l->n - i) * sizeof(*l->ev));
-			l->n -= i;
-		}
+		l->ev[i].t_done = ++ev_clock;
+		if (st != ST_ACKED)
+			return;
+		for (j = i + 1; j < l->n; j++)
+			if (l->ev[j].st == ST_ACKED)
+				return;	/* a newer one was acknowledged first */
+		/*
+		 * Everything before an acknowledged entry is history, but a
+		 * write past the cache that was in flight when this entry was
+		 * issued: concurrent with it, it may land after it.
+		 */
+		for (j = 0, k = 0; j < l->n; j++)
+			if (j >= i || (l->ev[j].past && l->ev[j].st != ST_FAILED &&
+				       (l->ev[j].st == ST_INFLIGHT ||
+					l->ev[j].t_done > l->ev[i].t_add)))
+				l->ev[k++] = l->ev[j];
+		l->n = k;
 		return;
 	}
 	/* Not found: already history (an older entry acked after a newer). */
@@ -771,8 +798,9 @@ static int acceptable(u32 s, u32 got)
 	for (i = 0; i < l->n; i++)
 		if (l->ev[i].st == ST_ACKED)
 			L = i;
-	for (i = L; i < l->n; i++) {
-		if (l->ev[i].st == ST_FAILED)
+	for (i = 0; i < l->n; i++) {
+		/* before L: only writes past the cache concurrent with it */
+		if (l->ev[i].st == ST_FAILED || (i < L && !l->ev[i].past))
 			continue;
 		if (l->ev[i].kind == EV_WRITE && l->ev[i].id == got)
 			return 1;
@@ -793,7 +821,15 @@ static int acceptable_now(u32 s, u32 got)
 			continue;
 		if (l->ev[i].kind == EV_DISCARD)
 			return ever_has(s, got);
-		return l->ev[i].id == got;
+		if (l->ev[i].id == got)
+			return 1;
+		/*
+		 * A write-around not completed yet (the origin may not have
+		 * it), or one that was still in flight when a newer write was
+		 * issued: the origin may hold either.
+		 */
+		if (!l->ev[i].past)
+			return 0;
 	}
 	return 0;
 }
@@ -893,23 +929,16 @@ static void check_clean_on_origin(u32 slot, u64 v)
 static bool evict_one(void *ctx, u32 s, u64 v)
 {
 	u32 *victims = ctx, *got = &victims[64];
-	struct mlock *st = stripe_of(pmc_slot_oblock(v));
-	bool ok = false;
 
-	if (!trylock_w(st))
-		return false;
-	if (E.idx.slot[s] == v) {
-		trace("evict slot %u block %llu", s,
-		      (unsigned long long)pmc_slot_oblock(v));
+	/* A CLEAN block in the index: the origin holds it, at any moment. */
+	if (E.idx.slot[s] == v)
 		check_clean_on_origin(s, v);
-		pmc_meta_evict(&E.m, &E.idx, s);
-		/* SITE: E2 eviction fence before the unlock, io.c */
-		pmc_meta_fence(PMC_P_FREE);
-		victims[(*got)++] = s;
-		ok = true;
-	}
-	unlock_w(st);
-	return ok;
+	if (!pmc_io_evict(&E, &E.m, &E.idx, s, v))
+		return false;
+	trace("evict slot %u block %llu", s,
+	      (unsigned long long)pmc_slot_oblock(v));
+	victims[(*got)++] = s;
+	return true;
 }
 
 /* io.c pmc_evict_clean() */
@@ -1056,35 +1085,51 @@ static void origin_write_fua(u64 ob, u32 mask, const u32 *ids)
 	}
 }
 
+static int flag_set(void *arg)
+{
+	return *(int *)arg;
+}
+
 /*
- * io.c pmc_write_around(): a block that is not cached, to the origin.
- * The model holds the stripe lock until the origin write completed, so
- * that the oracle's order (that of the stripe lock) is the origin's: two
- * such writes to one block may land in any order in the kernel, which
- * is allowed (neither was acknowledged when the other was issued), but
- * not in the oracle.
+ * io.c pmc_write_around(): a block that is not cached, to the origin, if
+ * the module's policy lets it (pmc_io_around_get(), st->around).  The
+ * write is queued at the origin under the stripe lock, in the oracle's
+ * order, and completes when the origin says so (late, perhaps); then
+ * pmc_end_io() drops st->around and the bio is acknowledged.
  */
 static int write_around(u64 ob, u32 mask, u32 id)
 {
 	struct mlock *st = stripe_of(ob);
-	u32 ids[SPB], k;
-	int ok;
+	struct wbio w;
+	int done = 0, ok;
+	u32 k;
 
-	lock_w(st);
-	ok = pmc_index_lookup(&E.idx, ob) == PMC_NO_SLOT &&
-	     !pmc_index_inflight(&E.idx, ob);
+	lock_r(st);
+	ok = pmc_io_around_get(&E, &E.idx, ob);
 	if (ok) {
 		trace("around %u block %llu mask %x", id,
 		      (unsigned long long)ob, mask);
 		ev_write_start(ob, mask, id);
 		for (k = 0; k < SPB; k++)
-			ids[k] = id;
-		origin_write_fua(ob, mask, ids);
+			if (mask & (1U << k))
+				evs[(u32)ob * SPB + k].ev[evs[(u32)ob * SPB + k].n - 1].past = 1;
+		memset(&w, 0, sizeof(w));
+		w.oblock = ob;
+		w.mask = mask;
+		for (k = 0; k < SPB; k++)
+			w.ids[k] = id;
+		w.due = sched_step + origin_latency();
+		w.fua_done = &done;
+		w.fua_seq = fua_next++;
+		wbio_push(&dev_infl, &n_dev_infl, &cap_dev_infl, &w);
 	}
-	unlock_w(st);
-	if (ok)
-		ev_write_acked(ob, mask, id);
-	return ok;
+	unlock_r(st);
+	if (!ok)
+		return 0;
+	wait_until(flag_set, &done);
+	pmc_env_around_dec(&E, ob);
+	ev_write_acked(ob, mask, id);
+	return 1;
 }
 
 /* io.c pmc_through_drop(): T2 */
@@ -1111,9 +1156,7 @@ static int write_through(u64 ob, u32 mask, u32 id)
 	int ok;
 
 	lock_r(st);
-	ok = !pmc_index_inflight(&E.idx, ob);
-	if (ok)
-		E.around[st - E.stripe]++;
+	ok = !pmc_index_inflight(&E.idx, ob) && pmc_origin_write_get(&E, ob);
 	unlock_r(st);
 	if (!ok)
 		return 0;
@@ -1148,7 +1191,7 @@ static int write_through(u64 ob, u32 mask, u32 id)
 	if (slot != PMC_NO_SLOT)
 		through_drop(ob, &freed);
 	unlock_w(st);
-	E.around[st - E.stripe]--;
+	pmc_env_around_dec(&E, ob);
 	if (freed != PMC_NO_SLOT)
 		free_slots(&freed, 1);
 	ev_write_acked(ob, mask, id);
@@ -1211,13 +1254,11 @@ static void drop_one(u32 ob, u32 did, u32 *freed, u32 *nf)
 	lock_w(st);
 	for (s = ob * SPB; s < (ob + 1) * SPB; s++)
 		ev_add(s, did, EV_DISCARD);
-	if (pmc_index_lookup(&E.idx, ob) != PMC_NO_SLOT) {
-		pmc_meta_drop_block(&E.m, &E.idx, ob, &f);
-		trace("discard %u block %u freed %d", did, ob, (int)f);
-		if (f != PMC_NO_SLOT)
-			freed[(*nf)++] = f;
-	}
+	f = pmc_io_drop(&E, &E.m, &E.idx, ob);
+	trace("discard %u block %u freed %d", did, ob, (int)f);
 	unlock_w(st);
+	if (f != PMC_NO_SLOT)
+		freed[(*nf)++] = f;
 }
 
 /*
@@ -1359,22 +1400,40 @@ static int wb_pass(u32 want)
  * The origin completes one write whose time has come (any of them, in
  * any order), sometimes failing.  @force: the earliest one, now.
  */
+/*
+ * Writeback's writes complete in any order; write-arounds after those
+ * issued before them (two of one block, concurrent, could land in either
+ * order in the kernel, which the oracle's order cannot say).
+ */
+static int may_complete(const struct wbio *w)
+{
+	return !w->fua_done || w->fua_seq == fua_landed;
+}
+
 static void device_complete_one(int force)
 {
-	u32 k, n = 0, pick = 0, best = 0;
+	u32 k, n = 0, pick = 0, best = ~0U;
 	struct wbio w;
 
 	for (k = 0; k < n_dev_infl; k++) {
-		if (dev_infl[k].due < dev_infl[best].due)
+		if (!may_complete(&dev_infl[k]))
+			continue;
+		if (best == ~0U || dev_infl[k].due < dev_infl[best].due)
 			best = k;
 		if (dev_infl[k].due <= sched_step && rndn(++n) == 0)
 			pick = k;
 	}
-	if (!n && !force)
+	if ((!n && !force) || best == ~0U)
 		return;
 	k = n ? pick : best;
 	w = dev_infl[k];
 	dev_infl[k] = dev_infl[--n_dev_infl];
+	if (w.fua_done) {
+		origin_write_fua(w.oblock, w.mask, w.ids);
+		fua_landed++;
+		*w.fua_done = 1;
+		return;
+	}
 	w.ok = scripted || rndn(12) != 0;
 	origin_write_completes(&w);
 	wbio_push(&dev_done, &n_dev_done, &cap_dev_done, &w);
@@ -1435,12 +1494,48 @@ int pmc_env_origin_flush(struct pmemcache *pc)
 	return origin_flush();
 }
 
-void pmc_env_wb_cleaned(struct pmemcache *pc, u64 v)
+void pmc_env_dirty_dec(struct pmemcache *pc, u64 v)
 {
 }
 
 void pmc_env_wb_quarantined(struct pmemcache *pc, u32 slot, u64 v)
 {
+}
+
+bool pmc_env_stripe_trylock(struct pmemcache *pc, u64 oblock)
+{
+	return trylock_w(stripe_of(oblock));
+}
+
+void pmc_env_around_inc(struct pmemcache *pc, u64 oblock)
+{
+	pc->around[stripe_of(oblock) - pc->stripe]++;
+}
+
+void pmc_env_around_dec(struct pmemcache *pc, u64 oblock)
+{
+	u32 *a = &pc->around[stripe_of(oblock) - pc->stripe];
+
+	if (!*a) {
+		/* A put without a get: writeback of the stripe would stop. */
+		n_violations++;
+		if (report_left-- > 0)
+			fprintf(stderr, "VIOLATION (no crash): st->around of block %llu's stripe below zero\n",
+				(unsigned long long)oblock);
+		return;
+	}
+	(*a)--;
+}
+
+bool pmc_env_shutting_down(struct pmemcache *pc)
+{
+	return false;
+}
+
+/* The model's write-through holds the stripe lock from T0 to T2. */
+bool pmc_env_through_busy(struct pmemcache *pc, u64 oblock)
+{
+	return false;
 }
 
 /* ------------------------------------------------------------------ */
@@ -1944,6 +2039,8 @@ static void load_engine(void)
 	E.evict_lock.owner = -1;
 	E.evict_lock.readers = 0;
 	n_dev_infl = 0;
+	fua_next = 0;
+	fua_landed = 0;
 	n_dev_done = 0;
 	n_org_pend = 0;
 }

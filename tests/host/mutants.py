@@ -39,7 +39,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.normpath(os.path.join(HERE, "..", "..", "dm-pmemcache"))
 MODEL = os.path.join(HERE, "crash_model.c")
-SHARED = ["pmc_meta.c", "pmc_index.c", "pmc_wb.c"]
+SHARED = ["pmc_meta.c", "pmc_index.c", "pmc_wb.c", "pmc_io.c"]
 CFLAGS = ["-O2", "-g", "-Wall", "-Wextra", "-Wno-unused-parameter",
           "-Wno-sign-compare", "-std=gnu11"]
 NOFLUSH_DECL = ("void pmc_model_store_noflush(void *dst, const void *src, "
@@ -69,7 +69,7 @@ REGRESSIONS = [
      "\tif (0 && slot != PMC_NO_SLOT && !(pmc_slot_flags(v) & PMC_SF_DIRTY)) {\n"),
 ]
 
-# The decisions of the shared I/O policy units (pmc_wb.c), each turned
+# The decisions of the shared I/O policy units (pmc_wb.c, pmc_io.c), each turned
 # wrong one at a time: (file, what, text of the real code, mutated text).
 POLICY = [
     ("pmc_wb.c", "writeback claims a block while a write of ours to the origin runs in its stripe (st->around)",
@@ -85,6 +85,18 @@ POLICY = [
     ("pmc_wb.c", "a failed origin write is marked CLEAN",
      "\tif (pmc_meta_wb_done(m, idx, slot, ok, &f))\n",
      "\tif (pmc_meta_wb_done(m, idx, slot, true, &f))\n"),
+    ("pmc_io.c", "a write of ours to the origin is not counted in st->around (pmc_origin_write_get())",
+     "\tpmc_env_around_inc(pc, oblock);\n",
+     ""),
+    ("pmc_io.c", "a write goes around the cache although the block is cached",
+     "\tif (pmc_index_lookup(idx, oblock) != PMC_NO_SLOT ||\n\t    pmc_index_inflight(idx, oblock) ||\n",
+     "\tif (pmc_index_inflight(idx, oblock) ||\n"),
+    ("pmc_io.c", "a write goes around the cache while an older copy is written back",
+     "\tif (pmc_index_lookup(idx, oblock) != PMC_NO_SLOT ||\n\t    pmc_index_inflight(idx, oblock) ||\n",
+     "\tif (pmc_index_lookup(idx, oblock) != PMC_NO_SLOT ||\n"),
+    ("pmc_io.c", "eviction does not check the slot again under the stripe lock",
+     "\tif (READ_ONCE(idx->slot[s]) == v) {\n",
+     "\tif (1) {\n"),
 ]
 
 FENCE_RE = re.compile(r"\b(pmc_pmem_fence|pmc_meta_fence)\s*\([^;]*\)")
