@@ -103,32 +103,19 @@ static bool pmc_evict_one(void *ctx, u32 s, u64 v)
 {
 	struct pmc_evict *e = ctx;
 	struct pmemcache *pc = e->pc;
-	struct pmc_stripe *st = pmc_stripe_of(pc, pmc_slot_oblock(v));
-	bool ok = false;
 
-	if (!down_write_trylock(&st->lock))
+	if (!pmc_io_evict(pc, &pc->meta, &pc->idx, s, v))
 		return false;
-	/* Re-check under the lock: it may have changed. */
-	if (READ_ONCE(pc->idx.slot[s]) == v) {
-		pmc_meta_evict(&pc->meta, &pc->idx, s);
-		pmc_meta_fence(PMC_P_FREE);
-		e->victims[e->got++] = s;
-		ok = true;
-	}
-	up_write(&st->lock);
-	return ok;
+	e->victims[e->got++] = s;
+	return true;
 }
 
 /*
  * Evict up to @want clean blocks, in clock order over the clean bitmap of
  * the index with a second chance for referenced blocks (pmc_index_clock):
  * O(log n) per block looked at, never a scan of the whole index.  Each
- * record is made durably FREE before its stripe lock is dropped (E2): once
- * the block is out of the index, another CPU may send a write of it around
- * the cache and acknowledge it, and a FREE store still pending on this CPU
- * would then leave the old CLEAN record live over the newer origin data
- * after a power cut.  That also covers the free list: a slot's data may
- * only be overwritten when no live record points at it.
+ * record is made durably FREE before its stripe lock is dropped (E2,
+ * pmc_io_evict()).
  */
 unsigned int pmc_evict_clean(struct pmemcache *pc, unsigned int want)
 {
@@ -365,23 +352,6 @@ static int pmc_map_read(struct pmemcache *pc, struct bio *bio)
 
 /* ---- writes ----------------------------------------------------------- */
 
-/*
- * Count a write of ours to the origin in @st->around (it keeps writeback
- * off the stripe), unless the system is going down: then nothing new may
- * reach the origin.  Pairs with pmc_writeback_shutdown(), which sets the
- * flag and then waits for the counts to drain: it waits for us, or we
- * see the flag.
- */
-static bool pmc_origin_write_get(struct pmemcache *pc, struct pmc_stripe *st)
-{
-	atomic_inc(&st->around);
-	smp_mb__after_atomic();	/* count before flag: see the comment above */
-	if (likely(!READ_ONCE(pc->shutting_down)))
-		return true;
-	atomic_dec(&st->around);
-	return false;
-}
-
 /* A write through the cache (see pmc_write_through()). */
 struct pmc_through {
 	struct list_head busy;	/* on pc->through_busy */
@@ -416,14 +386,36 @@ static bool pmc_through_busy(struct pmemcache *pc, struct pmc_stripe *st,
 	return busy;
 }
 
+/* ---- pmc_env_*(): what the shared I/O policy (pmc_io.c) asks of us -- */
+
+bool pmc_env_stripe_trylock(struct pmemcache *pc, u64 oblock)
+{
+	return down_write_trylock(&pmc_stripe_of(pc, oblock)->lock);
+}
+
+void pmc_env_around_inc(struct pmemcache *pc, u64 oblock)
+{
+	atomic_inc(&pmc_stripe_of(pc, oblock)->around);
+}
+
+void pmc_env_around_dec(struct pmemcache *pc, u64 oblock)
+{
+	atomic_dec(&pmc_stripe_of(pc, oblock)->around);
+}
+
+bool pmc_env_shutting_down(struct pmemcache *pc)
+{
+	return READ_ONCE(pc->shutting_down);
+}
+
+bool pmc_env_through_busy(struct pmemcache *pc, u64 oblock)
+{
+	return pmc_through_busy(pc, pmc_stripe_of(pc, oblock), oblock);
+}
+
 /*
- * Send a write of a block that is not in the cache straight to the origin.
- * Not while an older copy is being written back (it could land after this
- * write), nor while a write through the cache of the block is in flight
- * (its T1 rewrites the sectors that the dropped copy held, which this
- * write may cover), and writeback leaves the block alone until this one
- * completed (st->around), so a newer cached copy cannot be overtaken by
- * it either.
+ * Send a write of a block that is not in the cache straight to the origin,
+ * if pmc_io_around_get() allows it; pmc_end_io() drops its st->around.
  * FUA: a later REQ_PREFLUSH completes at pmem speed and never flushes the
  * origin.
  */
@@ -433,10 +425,7 @@ static bool pmc_write_around(struct pmemcache *pc, struct bio *bio,
 	bool around;
 
 	down_read(&st->lock);
-	around = pmc_index_lookup(&pc->idx, oblock) == PMC_NO_SLOT &&
-		 !pmc_index_inflight(&pc->idx, oblock) &&
-		 !pmc_through_busy(pc, st, oblock);
-	around = around && pmc_origin_write_get(pc, st);
+	around = pmc_io_around_get(pc, &pc->idx, oblock);
 	up_read(&st->lock);
 	if (!around)
 		return false;
@@ -649,7 +638,7 @@ static int pmc_write_through(struct pmemcache *pc, struct bio *bio,
 		r = -EBUSY;
 		goto unlock;
 	}
-	if (!pmc_origin_write_get(pc, st)) {
+	if (!pmc_origin_write_get(pc, oblock)) {
 		r = -ESHUTDOWN;
 		goto unlock;
 	}
@@ -847,21 +836,13 @@ static void pmc_drop_one(struct pmemcache *pc, u64 oblock, u32 *freed,
 			 unsigned int *nf)
 {
 	struct pmc_stripe *st = pmc_stripe_of(pc, oblock);
-	u32 slot, f;
-	u64 v;
+	u32 f;
 
 	down_write(&st->lock);
-	slot = pmc_index_lookup(&pc->idx, oblock);
-	if (slot != PMC_NO_SLOT) {
-		v = pc->idx.slot[slot];
-		if (pmc_slot_flags(v) & PMC_SF_DIRTY)
-			pmc_dirty_dec(pc, v);
-		pmc_meta_drop_block(&pc->meta, &pc->idx, oblock, &f);
-		if (f != PMC_NO_SLOT)
-			freed[(*nf)++] = f;
-		pmc_cut_point(PMC_CUT_DISCARD_D1);
-	}
+	f = pmc_io_drop(pc, &pc->meta, &pc->idx, oblock);
 	up_write(&st->lock);
+	if (f != PMC_NO_SLOT)
+		freed[(*nf)++] = f;
 }
 
 static void pmc_drop_flush(struct pmemcache *pc, u32 *freed, unsigned int *nf)

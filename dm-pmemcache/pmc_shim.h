@@ -114,6 +114,8 @@ struct pmc_atomic64 {
 #define pmc_mb_after_bitop()		smp_mb__after_atomic()
 /* full barrier: an earlier store before a bit operation (pmc_wb_note) */
 #define pmc_mb_before_bitop()		smp_mb__before_atomic()
+/* full barrier: an atomic counter's change before a later load */
+#define pmc_mb_after_atomic()		smp_mb__after_atomic()
 #define pmc_cmpxchg64(p, o, n)		cmpxchg64(p, o, n)
 #define pmc_ffs_long(w)			__ffs(w)
 #define pmc_cond_resched()		cond_resched()

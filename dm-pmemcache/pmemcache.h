@@ -17,6 +17,7 @@
 #include <linux/workqueue.h>
 
 #include "pmc_meta.h"
+#include "pmc_io.h"
 #include "pmc_mirror.h"
 #include "pmc_table.h"
 

@@ -75,29 +75,21 @@ static bool pmc_wb_look(void *ctx, u64 oblock, struct pmc_wb_cand *c)
 
 /*
  * pmc_wb_ops.claim: mark the block being written back, if it is still
- * what selection saw and may go now.
+ * what selection saw and may go now (pmc_wb_claim(), shared policy).
  */
-static bool pmc_wb_claim(void *ctx, const struct pmc_wb_cand *c,
-			 unsigned int sel)
+static bool pmc_wb_select_claim(void *ctx, const struct pmc_wb_cand *c,
+				unsigned int sel)
 {
 	struct pmemcache *pc = ctx;
-	struct pmc_stripe *st = pmc_stripe_of(pc, pmc_slot_oblock(c->v));
-	bool ok;
 
 	if ((sel & PMC_SEL_AGED) && !pmc_epoch_aged(pc, pmc_slot_epoch(c->v)))
 		return false;
-	down_write(&st->lock);
-	ok = READ_ONCE(pc->idx.slot[c->slot]) == c->v &&
-	     !atomic_read(&st->around);
-	if (ok)
-		pmc_meta_wb_start(&pc->idx, c->slot);
-	up_write(&st->lock);
-	return ok;
+	return pmc_wb_claim(pc, &pc->idx, c);
 }
 
 static const struct pmc_wb_ops pmc_wb_select_ops = {
 	.look = pmc_wb_look,
-	.claim = pmc_wb_claim,
+	.claim = pmc_wb_select_claim,
 };
 
 /*

@@ -287,11 +287,8 @@ static void pmc_wb_unclaim(struct pmemcache *pc, const struct pmc_wb_cand *c,
 	u32 f;
 
 	for (i = 0; i < n; i++) {
-		struct pmc_stripe *st = pmc_stripe_of(pc, pmc_slot_oblock(c[i].v));
-
-		down_write(&st->lock);
-		pmc_meta_wb_done(&pc->meta, &pc->idx, c[i].slot, false, &f);
-		up_write(&st->lock);
+		f = pmc_wb_block_done(pc, &pc->meta, &pc->idx,
+				      pmc_slot_oblock(c[i].v), c[i].slot, false);
 		if (f != PMC_NO_SLOT)
 			pmc_free_slots(pc, &f, 1);
 	}
@@ -406,8 +403,9 @@ static void pmc_wb_work(struct work_struct *work)
 }
 
 /*
- * Make the completed writes durable on the origin with one flush.  If it
- * fails, the writes count as failed: their blocks stay dirty.
+ * Make the completed writes durable on the origin with one flush
+ * (pmc_wb_flush_before_clean()).  If it fails, the writes count as
+ * failed: their blocks stay dirty.
  */
 static void pmc_wb_flush_origin(struct pmemcache *pc, struct list_head *list)
 {
@@ -417,18 +415,40 @@ static void pmc_wb_flush_origin(struct pmemcache *pc, struct list_head *list)
 
 	list_for_each_entry(io, list, list)
 		any |= io->status == BLK_STS_OK;
-	if (!any)
+	r = pmc_wb_flush_before_clean(pc, any);
+	if (!r)
 		return;
-	pmc_cut_point(PMC_CUT_WB_WRITTEN);
-	r = blkdev_issue_flush(pc->origin->bdev);
-	atomic64_inc(&pc->st.wb_flushes);
-	if (!r) {
-		pmc_cut_point(PMC_CUT_WB_FLUSHED);
-		return;
-	}
 	list_for_each_entry(io, list, list)
 		if (io->status == BLK_STS_OK)
 			io->status = errno_to_blk_status(r);
+}
+
+/* ---- pmc_env_*(): what the shared policy (pmc_wb.c) asks of us ---- */
+
+void pmc_env_stripe_lock(struct pmemcache *pc, u64 oblock)
+{
+	down_write(&pmc_stripe_of(pc, oblock)->lock);
+}
+
+void pmc_env_stripe_unlock(struct pmemcache *pc, u64 oblock)
+{
+	up_write(&pmc_stripe_of(pc, oblock)->lock);
+}
+
+bool pmc_env_stripe_around(struct pmemcache *pc, u64 oblock)
+{
+	return atomic_read(&pmc_stripe_of(pc, oblock)->around);
+}
+
+int pmc_env_origin_flush(struct pmemcache *pc)
+{
+	atomic64_inc(&pc->st.wb_flushes);
+	return blkdev_issue_flush(pc->origin->bdev);
+}
+
+void pmc_env_dirty_dec(struct pmemcache *pc, u64 v)
+{
+	pmc_dirty_dec(pc, v);
 }
 
 /*
@@ -436,7 +456,7 @@ static void pmc_wb_flush_origin(struct pmemcache *pc, struct list_head *list)
  * writeback: the slot is out of use (pmc_meta_wb_done()), the origin
  * holds its data.
  */
-static void pmc_wb_quarantined(struct pmemcache *pc, u32 slot, u64 v)
+void pmc_env_wb_quarantined(struct pmemcache *pc, u32 slot, u64 v)
 {
 	pmc_count_media_error(pc);
 	atomic64_inc(&pc->bad_slots);
@@ -486,24 +506,11 @@ static void pmc_wb_endio_work(struct work_struct *work)
 			pmc_health_clear(pc, PMC_H_ORIGIN);
 		for (i = 0; i < io->n; i++) {
 			struct pmc_wb_item *it = &io->items[i];
-			struct pmc_stripe *st = pmc_stripe_of(pc, it->oblock);
-			u64 v;
 			u32 f;
 
-			down_write(&st->lock);
-			v = pc->idx.slot[it->slot];
-			if (pmc_meta_wb_done(&pc->meta, &pc->idx, it->slot, ok, &f))
-				pmc_wb_quarantined(pc, it->slot, v);
-			else if (ok && !(pmc_slot_flags(v) & PMC_SF_STALE))
-				pmc_dirty_dec(pc, v);
-			/*
-			 * C2: the CLEAN store is fenced before the lock is
-			 * dropped: once another CPU sees the block clean it may
-			 * evict it, and a late non-temporal CLEAN store must
-			 * not land after that CPU's FREE store.
-			 */
-			pmc_meta_fence(PMC_P_CLEAN);
-			up_write(&st->lock);
+			/* CLEAN, or the stale slot freed (pmc_wb.c) */
+			f = pmc_wb_block_done(pc, &pc->meta, &pc->idx,
+					      it->oblock, it->slot, ok);
 			if (f != PMC_NO_SLOT) {
 				freed[nf++] = f;
 				if (nf == ARRAY_SIZE(freed)) {

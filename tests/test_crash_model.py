@@ -6,8 +6,9 @@ volatile until flushed and fenced by that CPU, run by several CPUs under a
 seeded scheduler), runs it, and checks what it prints.  No VM, no kernel.
 
 tests/host/mutants.py removes every fence and flush of the real
-pmc_meta.c / pmc_index.c, one at a time, and requires the model to catch
-each mutant.
+pmc_meta.c / pmc_index.c / pmc_wb.c and turns each decision of the
+writeback policy pmc_wb.c wrong, one at a time, and requires the model
+to catch each mutant.
 
 The long forms (>= 1,000,000 crash states; every mutant caught by each of
 5 long runs) are enabled with PMC_LONG=1 (or LONG=1), as `make test-long`
@@ -31,7 +32,7 @@ LONG = os.environ.get("PMC_LONG", os.environ.get("LONG", "0")) not in ("", "0")
 # Each of these removes one fence or flush of the protocol (see
 # docs/format.md); the checker has to notice every one of them.
 BROKEN_STEPS = ["data-fence", "record-fence", "free-fence", "data-flush",
-                "record-flush", "format-order", "waitprev"]
+                "record-flush", "format-order"]
 
 
 @pytest.fixture(scope="module")
@@ -87,6 +88,9 @@ def test_every_durability_site_mutant_is_caught(crash_model, figures):
     sites, caught = int(m.group(1)), int(m.group(2))
     figures["durability sites / mutants caught (shared code)"] = \
         "%d / %d%s" % (sites, caught, " (5 long runs each)" if LONG else "")
+    pm = re.search(r"I/O policy mutants (\d+), caught (\d+)", p.stdout)
+    assert pm, p.stdout
+    figures["I/O policy mutants (pmc_wb.c, pmc_io.c) / caught"] = "%s / %s" % pm.groups()
     rg = re.search(r"fixed protocol bugs put back (\d+), caught (\d+)", p.stdout)
     assert rg, p.stdout
     figures["fixed protocol bugs put back / caught"] = "%s / %s" % rg.groups()
@@ -99,7 +103,8 @@ def test_every_durability_site_mutant_is_caught(crash_model, figures):
     assert hc and int(hc.group(1)) >= 1 and hc.group(1) == hc.group(2), p.stdout
     # the mutants that must be caught: shared code, bugs put back, the
     # model's sites that are not documented as redundant
-    n, c = sites + int(rg.group(1)), caught + int(rg.group(2))
+    n = sites + int(pm.group(1)) + int(rg.group(1))
+    c = caught + int(pm.group(2)) + int(rg.group(2))
     if mm:
         n, c = n + int(mm.group(1)) - int(mm.group(3)), c + int(mm.group(2))
     figures["host mutants"] = "%d, caught %d" % (n, c)
@@ -108,6 +113,9 @@ def test_every_durability_site_mutant_is_caught(crash_model, figures):
     assert sites >= 18
     assert caught == sites, p.stdout
     assert rg.group(1) == rg.group(2), p.stdout
+    # st->around in the claim, the origin flush before CLEAN, its error,
+    # a failed write's blocks
+    assert int(pm.group(1)) >= 4 and pm.group(1) == pm.group(2), p.stdout
     assert "REFUTED" not in p.stdout and "NOT CAUGHT" not in p.stdout
     assert p.returncode == 0
 

@@ -133,6 +133,10 @@ def plan(rng, only=ONLY, long=LONG):
     return order
 
 
+# the sources with cut points: the shared policy units too
+HOOKED = ("pmc_meta.c", "io.c", "writeback.c", "pmc_wb.c", "pmc_io.c")
+
+
 def test_cut_points_are_named_placed_and_documented():
     """Host only: cut.c names the points of pmc_cut.h in enum order (the
     debug-exit value is the index + 1), each point is placed in the code,
@@ -142,8 +146,7 @@ def test_cut_points_are_named_placed_and_documented():
                        (REPO / "dm-pmemcache/cut.c").read_text())
     assert [n.lower() for n, _ in names] == POINTS
     assert [v for _, v in names] == POINTS
-    code = "".join((REPO / "dm-pmemcache" / f).read_text()
-                   for f in ("pmc_meta.c", "io.c", "writeback.c"))
+    code = "".join((REPO / "dm-pmemcache" / f).read_text() for f in HOOKED)
     doc = (REPO / "docs/format.md").read_text()
     for p in POINTS:
         assert re.search(r"PMC_CUT_%s\b" % p.upper(), code), p
@@ -152,7 +155,6 @@ def test_cut_points_are_named_placed_and_documented():
     assert set(plan(random.Random(1), only=None, long=True)) == set(POINTS)
 
 
-HOOKED = ("pmc_meta.c", "io.c", "writeback.c")
 HOOK_CALL = re.compile(r"^(\s*)pmc_cut_point\(.*\);$", re.M)
 
 
@@ -188,11 +190,11 @@ def build_objects(tmp, name, edit=None):
 
 def test_product_text_is_the_same_without_the_cut_points(tmp_path):
     """docs/format.md: in the product module pmc_cut_point() compiles to
-    nothing.  The .text sections of pmc_meta.o, io.o and writeback.o are
-    byte for byte those of a copy whose calls are deleted (each replaced
-    by an empty statement, so no line number moves); a control copy whose
-    pmc_cut_point() emits one nop must differ, or the check could not
-    fail."""
+    nothing.  The .text sections of pmc_meta.o, io.o, writeback.o,
+    pmc_wb.o and pmc_io.o are byte for byte those of a copy whose calls
+    are deleted (each replaced by an empty statement, so no line number
+    moves); a control copy whose pmc_cut_point() emits one nop must
+    differ, or the check could not fail."""
     if not (KBUILD / "Module.symvers").exists():
         pytest.skip("no kernel build at %s" % KBUILD)
 

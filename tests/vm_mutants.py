@@ -90,7 +90,7 @@ Mutant = namedtuple("Mutant", "name file checker edits")
 
 MUTANTS = [
     Mutant("origin flush before CLEAN (pmc_wb_flush_origin)", "writeback.c", "vm",
-           [("r = blkdev_issue_flush(pc->origin->bdev);", "r = 0;")]),
+           [("return blkdev_issue_flush(pc->origin->bdev);", "return 0;")]),
     Mutant("FUA of write-around (pmc_write_around)", "io.c", "vm",
            [("bio->bi_opf |= REQ_FUA;", "(void)0;")]),
     Mutant("FUA of write-through in a full cache (pmc_through_write)", "io.c", "fua",

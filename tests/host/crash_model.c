@@ -2,8 +2,12 @@
 /*
  * Host crash-consistency model of the dm-pmemcache commit protocol.
  *
- * The module's shared metadata code (pmc_meta.c, pmc_index.c) is compiled
- * here against a model of pmem and run by several simulated CPUs:
+ * The module's shared metadata code (pmc_meta.c, pmc_index.c), its
+ * writeback policy (pmc_wb.c: claim, origin flush before CLEAN, CLEAN or
+ * stale free, and pmc_index_wb_select()) and its I/O policy (pmc_io.c:
+ * write-around and st->around, eviction, discard) are compiled here
+ * against a model of pmem and of the origin, and run by several
+ * simulated CPUs:
  *
  *   - pmem: every store stays volatile until it has been flushed AND a
  *     later fence of the SAME CPU has completed.  Each CPU has its own
@@ -13,7 +17,11 @@
  *     after a newer store of another CPU to the same word.
  *   - origin: a disk with a volatile write cache.  A completed write is
  *     durable only after a later flush; at a crash any subset of the
- *     unflushed and in-flight writes may have landed.
+ *     unflushed and in-flight writes may have landed.  Writeback's writes
+ *     complete late and out of order, and some fail (some of their
+ *     sectors landing); some flushes fail (part of what they covered
+ *     durable).  Write-arounds complete late as well, in the order they
+ *     were issued, with no lock held.
  *   - CPUs: coroutines (ucontext) switched by a deterministic, seeded
  *     scheduler at every store, fence and lock operation.  Priorities are
  *     re-drawn at random points (PCT style), so a CPU can stall for a long
@@ -23,8 +31,10 @@
  *     cache with FUA, or through it: io.c's write-through); a writeback
  *     CPU selects and claims dirty blocks; an I/O CPU completes origin
  *     writes in any order, flushes the origin and marks blocks CLEAN.
- *     Locking and the order of the steps are those of io.c, wb_select.c
- *     and writeback.c.
+ *     Writeback, write-around, eviction and discard run the module's
+ *     pmc_wb.c and pmc_io.c through their pmc_env_*() functions (below);
+ *     the commit of a cached write and the write-through are still
+ *     copies of io.c's (issue 30), with its locking and order.
  *
  * At every fence of any CPU and at sampled stores, crash images are built
  * from the durable state plus a choice of the pending stores of all CPUs
@@ -65,6 +75,7 @@
 #include <ucontext.h>
 
 #include "pmc_meta.h"
+#include "pmc_io.h"
 
 /* A store that is not flushed: the mutants of tests/host/mutants.py. */
 void pmc_model_store_noflush(void *dst, const void *src, size_t len,
@@ -99,7 +110,6 @@ enum brk {
 	BRK_DATA_FLUSH,		/* data stores are never flushed */
 	BRK_RECORD_FLUSH,	/* record stores are never flushed */
 	BRK_FORMAT_ORDER,	/* skip the fence before the format commit */
-	BRK_WAITPREV,		/* write back a block while an older copy is in flight */
 };
 
 static enum brk brk;
@@ -555,8 +565,11 @@ struct wbio {
 	u32 ids[SPB];
 	int ok;
 	u64 due;		/* scheduler step from which it may complete */
+	int *fua_done;		/* a write-around (FUA): its writer waits */
+	u64 fua_seq;		/* ... and its place in the origin's order */
 };
 
+static u64 fua_next, fua_landed;	/* write-arounds issued, completed */
 static struct wbio *dev_infl;	/* submitted to the origin */
 static u32 n_dev_infl, cap_dev_infl;
 static struct wbio *dev_done;	/* completed, waiting for the endio work */
@@ -652,12 +665,16 @@ enum { ST_INFLIGHT, ST_ACKED, ST_FAILED };
 /*
  * Per sector, the writes and discards in the order they took the block's
  * stripe lock (the order in which the cache applies them).  The first
- * entry is always acknowledged; older ones are dropped.
+ * entry is always acknowledged; older ones are dropped, but for writes
+ * past the cache (write-around) still in flight when the acknowledged
+ * one was issued: the two were concurrent, either may land last.
  */
 struct ev {
 	u32 id;
 	u8 kind;
 	u8 st;
+	u8 past;	/* a write past the cache: lands when the origin says */
+	u64 t_add, t_done;	/* ev_clock when issued, acknowledged */
 };
 
 struct evlist {
@@ -673,6 +690,7 @@ struct idset {
 static struct evlist *evs;	/* per sector */
 static struct idset *ever;	/* per sector: every value it ever held */
 static u32 next_id = 1;
+static u64 ev_clock;
 static u32 next_disc = 1;
 
 static void ever_add(u32 s, u32 id)
@@ -725,23 +743,38 @@ static void ev_add(u32 s, u32 id, int kind)
 	l->ev[l->n].id = id;
 	l->ev[l->n].kind = (u8)kind;
 	l->ev[l->n].st = ST_INFLIGHT;
+	l->ev[l->n].past = 0;
+	l->ev[l->n].t_add = ++ev_clock;
+	l->ev[l->n].t_done = 0;
 	l->n++;
 }
 
 static void ev_set(u32 s, u32 id, int kind, int st)
 {
 	struct evlist *l = &evs[s];
-	u32 i;
+	u32 i, j, k;
 
 	for (i = l->n; i-- > 0;) {
 		if (l->ev[i].id != id || l->ev[i].kind != kind)
 			continue;
 		l->ev[i].st = (u8)st;
-		if (st == ST_ACKED && i) {
-			/* Everything before an acknowledged entry is history. */
-			memmove(l->ev, l->ev + i, (l->n - i) * sizeof(*l->ev));
-			l->n -= i;
-		}
+		l->ev[i].t_done = ++ev_clock;
+		if (st != ST_ACKED)
+			return;
+		for (j = i + 1; j < l->n; j++)
+			if (l->ev[j].st == ST_ACKED)
+				return;	/* a newer one was acknowledged first */
+		/*
+		 * Everything before an acknowledged entry is history, but a
+		 * write past the cache that was in flight when this entry was
+		 * issued: concurrent with it, it may land after it.
+		 */
+		for (j = 0, k = 0; j < l->n; j++)
+			if (j >= i || (l->ev[j].past && l->ev[j].st != ST_FAILED &&
+				       (l->ev[j].st == ST_INFLIGHT ||
+					l->ev[j].t_done > l->ev[i].t_add)))
+				l->ev[k++] = l->ev[j];
+		l->n = k;
 		return;
 	}
 	/* Not found: already history (an older entry acked after a newer). */
@@ -765,8 +798,9 @@ static int acceptable(u32 s, u32 got)
 	for (i = 0; i < l->n; i++)
 		if (l->ev[i].st == ST_ACKED)
 			L = i;
-	for (i = L; i < l->n; i++) {
-		if (l->ev[i].st == ST_FAILED)
+	for (i = 0; i < l->n; i++) {
+		/* before L: only writes past the cache concurrent with it */
+		if (l->ev[i].st == ST_FAILED || (i < L && !l->ev[i].past))
 			continue;
 		if (l->ev[i].kind == EV_WRITE && l->ev[i].id == got)
 			return 1;
@@ -787,7 +821,15 @@ static int acceptable_now(u32 s, u32 got)
 			continue;
 		if (l->ev[i].kind == EV_DISCARD)
 			return ever_has(s, got);
-		return l->ev[i].id == got;
+		if (l->ev[i].id == got)
+			return 1;
+		/*
+		 * A write-around not completed yet (the origin may not have
+		 * it), or one that was still in flight when a newer write was
+		 * issued: the origin may hold either.
+		 */
+		if (!l->ev[i].past)
+			return 0;
 	}
 	return 0;
 }
@@ -812,22 +854,23 @@ static void violation(const char *what, u32 s, long got, const char *ctx)
 }
 
 /* ------------------------------------------------------------------ */
-/* engine: the steps and locking of io.c, wb_select.c, writeback.c      */
+/* engine: the steps and locking of io.c; writeback's plumbing         */
 
-struct engine {
+/* The model's target: what pmc_wb.c's pmc_env_*() calls get. */
+struct pmemcache {
 	struct pmodel pm;
 	struct pmc_meta m;
 	struct pmc_index idx;
 	struct mlock stripe[NSTRIPES];
 	struct mlock free_lock;	/* spinlock */
 	struct mlock evict_lock;	/* mutex */
-	u32 evict_hand, wb_hand;
+	u32 evict_hand;
 	u32 around[NSTRIPES];	/* st->around: origin writes of writers */
 	u64 free_gen;		/* bumped whenever slots may have come free */
 	u32 ops_left;
 };
 
-static struct engine E;
+static struct pmemcache E;
 
 /* Blocks recovery found in two copies at the last restart: aimed at. */
 static u32 dup_blocks[64], n_dup_blocks;
@@ -886,23 +929,16 @@ static void check_clean_on_origin(u32 slot, u64 v)
 static bool evict_one(void *ctx, u32 s, u64 v)
 {
 	u32 *victims = ctx, *got = &victims[64];
-	struct mlock *st = stripe_of(pmc_slot_oblock(v));
-	bool ok = false;
 
-	if (!trylock_w(st))
-		return false;
-	if (E.idx.slot[s] == v) {
-		trace("evict slot %u block %llu", s,
-		      (unsigned long long)pmc_slot_oblock(v));
+	/* A CLEAN block in the index: the origin holds it, at any moment. */
+	if (E.idx.slot[s] == v)
 		check_clean_on_origin(s, v);
-		pmc_meta_evict(&E.m, &E.idx, s);
-		/* SITE: E2 eviction fence before the unlock, io.c */
-		pmc_meta_fence(PMC_P_FREE);
-		victims[(*got)++] = s;
-		ok = true;
-	}
-	unlock_w(st);
-	return ok;
+	if (!pmc_io_evict(&E, &E.m, &E.idx, s, v))
+		return false;
+	trace("evict slot %u block %llu", s,
+	      (unsigned long long)pmc_slot_oblock(v));
+	victims[(*got)++] = s;
+	return true;
 }
 
 /* io.c pmc_evict_clean() */
@@ -1049,35 +1085,51 @@ static void origin_write_fua(u64 ob, u32 mask, const u32 *ids)
 	}
 }
 
+static int flag_set(void *arg)
+{
+	return *(int *)arg;
+}
+
 /*
- * io.c pmc_write_around(): a block that is not cached, to the origin.
- * The model holds the stripe lock until the origin write completed, so
- * that the oracle's order (that of the stripe lock) is the origin's: two
- * such writes to one block may land in any order in the kernel, which
- * is allowed (neither was acknowledged when the other was issued), but
- * not in the oracle.
+ * io.c pmc_write_around(): a block that is not cached, to the origin, if
+ * the module's policy lets it (pmc_io_around_get(), st->around).  The
+ * write is queued at the origin under the stripe lock, in the oracle's
+ * order, and completes when the origin says so (late, perhaps); then
+ * pmc_end_io() drops st->around and the bio is acknowledged.
  */
 static int write_around(u64 ob, u32 mask, u32 id)
 {
 	struct mlock *st = stripe_of(ob);
-	u32 ids[SPB], k;
-	int ok;
+	struct wbio w;
+	int done = 0, ok;
+	u32 k;
 
-	lock_w(st);
-	ok = pmc_index_lookup(&E.idx, ob) == PMC_NO_SLOT &&
-	     !pmc_index_inflight(&E.idx, ob);
+	lock_r(st);
+	ok = pmc_io_around_get(&E, &E.idx, ob);
 	if (ok) {
 		trace("around %u block %llu mask %x", id,
 		      (unsigned long long)ob, mask);
 		ev_write_start(ob, mask, id);
 		for (k = 0; k < SPB; k++)
-			ids[k] = id;
-		origin_write_fua(ob, mask, ids);
+			if (mask & (1U << k))
+				evs[(u32)ob * SPB + k].ev[evs[(u32)ob * SPB + k].n - 1].past = 1;
+		memset(&w, 0, sizeof(w));
+		w.oblock = ob;
+		w.mask = mask;
+		for (k = 0; k < SPB; k++)
+			w.ids[k] = id;
+		w.due = sched_step + origin_latency();
+		w.fua_done = &done;
+		w.fua_seq = fua_next++;
+		wbio_push(&dev_infl, &n_dev_infl, &cap_dev_infl, &w);
 	}
-	unlock_w(st);
-	if (ok)
-		ev_write_acked(ob, mask, id);
-	return ok;
+	unlock_r(st);
+	if (!ok)
+		return 0;
+	wait_until(flag_set, &done);
+	pmc_env_around_dec(&E, ob);
+	ev_write_acked(ob, mask, id);
+	return 1;
 }
 
 /* io.c pmc_through_drop(): T2 */
@@ -1104,9 +1156,7 @@ static int write_through(u64 ob, u32 mask, u32 id)
 	int ok;
 
 	lock_r(st);
-	ok = !pmc_index_inflight(&E.idx, ob);
-	if (ok)
-		E.around[st - E.stripe]++;
+	ok = !pmc_index_inflight(&E.idx, ob) && pmc_origin_write_get(&E, ob);
 	unlock_r(st);
 	if (!ok)
 		return 0;
@@ -1141,7 +1191,7 @@ static int write_through(u64 ob, u32 mask, u32 id)
 	if (slot != PMC_NO_SLOT)
 		through_drop(ob, &freed);
 	unlock_w(st);
-	E.around[st - E.stripe]--;
+	pmc_env_around_dec(&E, ob);
 	if (freed != PMC_NO_SLOT)
 		free_slots(&freed, 1);
 	ev_write_acked(ob, mask, id);
@@ -1204,13 +1254,11 @@ static void drop_one(u32 ob, u32 did, u32 *freed, u32 *nf)
 	lock_w(st);
 	for (s = ob * SPB; s < (ob + 1) * SPB; s++)
 		ev_add(s, did, EV_DISCARD);
-	if (pmc_index_lookup(&E.idx, ob) != PMC_NO_SLOT) {
-		pmc_meta_drop_block(&E.m, &E.idx, ob, &f);
-		trace("discard %u block %u freed %d", did, ob, (int)f);
-		if (f != PMC_NO_SLOT)
-			freed[(*nf)++] = f;
-	}
+	f = pmc_io_drop(&E, &E.m, &E.idx, ob);
+	trace("discard %u block %u freed %d", did, ob, (int)f);
 	unlock_w(st);
+	if (f != PMC_NO_SLOT)
+		freed[(*nf)++] = f;
 }
 
 /*
@@ -1280,69 +1328,50 @@ static void op_read(u32 s)
 	unlock_r(st);
 }
 
-/* wb_select.c pmc_wb_candidate() */
-static int wb_candidate(u64 v)
-{
-	u32 f = pmc_slot_flags(v);
-
-	if (brk == BRK_WAITPREV)
-		f &= ~PMC_SF_WAITPREV;
-	return (f & (PMC_SF_USED | PMC_SF_DIRTY)) ==
-		(PMC_SF_USED | PMC_SF_DIRTY) &&
-	       !(f & (PMC_SF_WB | PMC_SF_STALE | PMC_SF_WAITPREV | PMC_SF_BAD));
-}
-
-struct cand {
-	u32 slot;
-	u64 v;
-};
-
-static int cmp_cand(const void *a, const void *b)
-{
-	u64 x = pmc_slot_oblock(((const struct cand *)a)->v);
-	u64 y = pmc_slot_oblock(((const struct cand *)b)->v);
-
-	return x < y ? -1 : x > y;
-}
-
 #define WB_JOBS 8
 
-/* writeback.c pmc_wb_pass(): select, claim (wb_select.c), submit */
+/* wb_select.c pmc_wb_look(): the live copy of @oblock, under its stripe lock */
+static bool wb_look(void *ctx, u64 oblock, struct pmc_wb_cand *c)
+{
+	struct mlock *st = stripe_of(oblock);
+	u32 s;
+
+	lock_r(st);
+	s = pmc_index_lookup(&E.idx, oblock);
+	if (s != PMC_NO_SLOT) {
+		c->slot = s;
+		c->v = E.idx.slot[s];
+	}
+	unlock_r(st);
+	return s != PMC_NO_SLOT;
+}
+
+static bool wb_claim(void *ctx, const struct pmc_wb_cand *c, unsigned int sel)
+{
+	return pmc_wb_claim(&E, &E.idx, c);
+}
+
+static const struct pmc_wb_ops wb_ops = { .look = wb_look, .claim = wb_claim };
+
+/*
+ * writeback.c pmc_wb_pass(): the module's selection (pmc_index.c) and
+ * claim (pmc_wb.c) pick the blocks; the model's origin gets their data.
+ */
 static int wb_pass(u32 want)
 {
-	struct cand c[16];
-	u32 n = 0, tries, i, k, nb = (u32)E.m.n_blocks;
-	int started = 0;
+	struct pmc_wb_cand c[16];
+	unsigned int whole = 0;
+	u32 n, i, k;
 
 	if (n_dev_infl + n_dev_done >= WB_JOBS)
 		return 0;
-	for (tries = 0; tries < nb && n < want; tries++) {
-		u32 s = E.wb_hand++ % nb;
-		u64 v = E.idx.slot[s];
-
-		if (wb_candidate(v)) {
-			c[n].slot = s;
-			c[n].v = v;
-			n++;
-		}
-	}
-	qsort(c, n, sizeof(*c), cmp_cand);
+	n = pmc_index_wb_select(&E.idx, c, want, ARRAY_SIZE(c),
+				PMC_SEL_PARTIAL, &wb_ops, NULL, &whole);
 	for (i = 0; i < n; i++) {
-		struct mlock *st = stripe_of(pmc_slot_oblock(c[i].v));
 		struct wbio w;
-		int ok;
 
-		/* pmc_wb_claim() */
-		lock_w(st);
-		ok = E.idx.slot[c[i].slot] == c[i].v && !E.around[st - E.stripe];
-		if (ok) {
-			trace("writeback slot %u block %llu", c[i].slot,
-			      (unsigned long long)pmc_slot_oblock(c[i].v));
-			pmc_meta_wb_start(&E.idx, c[i].slot);
-		}
-		unlock_w(st);
-		if (!ok)
-			continue;
+		trace("writeback slot %u block %llu", c[i].slot,
+		      (unsigned long long)pmc_slot_oblock(c[i].v));
 		/* pmc_wb_submit(): the origin write carries pmem's data. */
 		memset(&w, 0, sizeof(w));
 		w.slot = c[i].slot;
@@ -1363,69 +1392,150 @@ static int wb_pass(u32 want)
 		}
 		w.due = sched_step + origin_latency();
 		wbio_push(&dev_infl, &n_dev_infl, &cap_dev_infl, &w);
-		started++;
 	}
-	return started;
+	return (int)n;
 }
 
 /*
  * The origin completes one write whose time has come (any of them, in
  * any order), sometimes failing.  @force: the earliest one, now.
  */
+/*
+ * Writeback's writes complete in any order; write-arounds after those
+ * issued before them (two of one block, concurrent, could land in either
+ * order in the kernel, which the oracle's order cannot say).
+ */
+static int may_complete(const struct wbio *w)
+{
+	return !w->fua_done || w->fua_seq == fua_landed;
+}
+
 static void device_complete_one(int force)
 {
-	u32 k, n = 0, pick = 0, best = 0;
+	u32 k, n = 0, pick = 0, best = ~0U;
 	struct wbio w;
 
 	for (k = 0; k < n_dev_infl; k++) {
-		if (dev_infl[k].due < dev_infl[best].due)
+		if (!may_complete(&dev_infl[k]))
+			continue;
+		if (best == ~0U || dev_infl[k].due < dev_infl[best].due)
 			best = k;
 		if (dev_infl[k].due <= sched_step && rndn(++n) == 0)
 			pick = k;
 	}
-	if (!n && !force)
+	if ((!n && !force) || best == ~0U)
 		return;
 	k = n ? pick : best;
 	w = dev_infl[k];
 	dev_infl[k] = dev_infl[--n_dev_infl];
+	if (w.fua_done) {
+		origin_write_fua(w.oblock, w.mask, w.ids);
+		fua_landed++;
+		*w.fua_done = 1;
+		return;
+	}
 	w.ok = scripted || rndn(12) != 0;
 	origin_write_completes(&w);
 	wbio_push(&dev_done, &n_dev_done, &cap_dev_done, &w);
 }
 
-/* writeback.c pmc_wb_endio_work(): one origin flush, then CLEAN */
+/*
+ * writeback.c pmc_wb_endio_work(): the completed origin writes go to the
+ * module's policy (pmc_wb.c): one origin flush, then CLEAN.
+ */
 static void wb_endio_work(void)
 {
 	struct wbio *list = dev_done;
 	u32 n = n_dev_done, i, freed[64], nf = 0, f;
-	int any = 0;
+	bool any = false;
+	int r;
 
 	dev_done = NULL;
 	n_dev_done = 0;
 	cap_dev_done = 0;
 	for (i = 0; i < n; i++)
 		any |= list[i].ok;
-	/* SITE: origin flush before CLEAN, writeback.c */
-	if (any && origin_flush())
-		for (i = 0; i < n; i++)
-			list[i].ok = 0;
+	r = pmc_wb_flush_before_clean(&E, any);
 	for (i = 0; i < n; i++) {
-		struct mlock *st = stripe_of(list[i].oblock);
+		bool ok = list[i].ok && !r;
 
-		lock_w(st);
-		pmc_meta_wb_done(&E.m, &E.idx, list[i].slot, list[i].ok, &f);
+		f = pmc_wb_block_done(&E, &E.m, &E.idx, list[i].oblock,
+				      list[i].slot, ok);
 		trace("wb_done slot %u block %llu ok %d freed %d", list[i].slot,
-		      (unsigned long long)list[i].oblock, list[i].ok, (int)f);
-		/* SITE: C2 fence before the unlock, writeback.c */
-		pmc_meta_fence(PMC_P_CLEAN);
-		unlock_w(st);
+		      (unsigned long long)list[i].oblock, ok, (int)f);
 		if (f != PMC_NO_SLOT)
 			freed[nf++] = f;
-		n_wb_done += list[i].ok;
+		n_wb_done += ok;
 	}
 	free_slots(freed, nf);
 	E.free_gen++;
 	free(list);
+}
+
+/* ---- pmc_env_*(): the model's side of the shared policy (pmc_wb.h) ---- */
+
+void pmc_env_stripe_lock(struct pmemcache *pc, u64 oblock)
+{
+	lock_w(stripe_of(oblock));
+}
+
+void pmc_env_stripe_unlock(struct pmemcache *pc, u64 oblock)
+{
+	unlock_w(stripe_of(oblock));
+}
+
+bool pmc_env_stripe_around(struct pmemcache *pc, u64 oblock)
+{
+	return pc->around[stripe_of(oblock) - pc->stripe] != 0;
+}
+
+int pmc_env_origin_flush(struct pmemcache *pc)
+{
+	return origin_flush();
+}
+
+void pmc_env_dirty_dec(struct pmemcache *pc, u64 v)
+{
+}
+
+void pmc_env_wb_quarantined(struct pmemcache *pc, u32 slot, u64 v)
+{
+}
+
+bool pmc_env_stripe_trylock(struct pmemcache *pc, u64 oblock)
+{
+	return trylock_w(stripe_of(oblock));
+}
+
+void pmc_env_around_inc(struct pmemcache *pc, u64 oblock)
+{
+	pc->around[stripe_of(oblock) - pc->stripe]++;
+}
+
+void pmc_env_around_dec(struct pmemcache *pc, u64 oblock)
+{
+	u32 *a = &pc->around[stripe_of(oblock) - pc->stripe];
+
+	if (!*a) {
+		/* A put without a get: writeback of the stripe would stop. */
+		n_violations++;
+		if (report_left-- > 0)
+			fprintf(stderr, "VIOLATION (no crash): st->around of block %llu's stripe below zero\n",
+				(unsigned long long)oblock);
+		return;
+	}
+	(*a)--;
+}
+
+bool pmc_env_shutting_down(struct pmemcache *pc)
+{
+	return false;
+}
+
+/* The model's write-through holds the stripe lock from T0 to T2. */
+bool pmc_env_through_busy(struct pmemcache *pc, u64 oblock)
+{
+	return false;
 }
 
 /* ------------------------------------------------------------------ */
@@ -1914,8 +2024,12 @@ static void load_engine(void)
 	assert(!r);
 	r = pmc_index_init(&E.idx, E.m.n_blocks);
 	assert(!r);
+	r = pmc_index_wb_alloc(&E.idx, n_oblocks);
+	assert(!r);
 	r = pmc_meta_recover(&E.m, &E.idx, &st);
 	assert(!r);
+	/* pmc_select_start(): the origin has no parity stripes */
+	pmc_index_wb_build(&E.idx, 1, E.m.full_mask);
 	index_check_after_load();
 	/* The CPUs start over: no lock held, no write past the cache. */
 	for (i = 0; i < NSTRIPES; i++)
@@ -1925,6 +2039,8 @@ static void load_engine(void)
 	E.evict_lock.owner = -1;
 	E.evict_lock.readers = 0;
 	n_dev_infl = 0;
+	fua_next = 0;
+	fua_landed = 0;
 	n_dev_done = 0;
 	n_org_pend = 0;
 }
@@ -1998,7 +2114,6 @@ static void world_reset(void)
 		ev_reset(s, 0);
 	}
 	E.evict_hand = 0;
-	E.wb_hand = 0;
 	n_dup_blocks = 0;
 	discard_dup_first = 0;
 }
@@ -2401,7 +2516,7 @@ static void usage(void)
 		"                   [--media-errors PERMILLE] [--restarts PERMILLE] [--stop-at-first]\n"
 		"                   [--format-rounds N]\n"
 		"                   [--break data-fence|record-fence|free-fence|data-flush|record-flush|\n"
-		"                            format-order|waitprev]\n"
+		"                            format-order]\n"
 		"                   [-v]\n");
 	exit(2);
 }
@@ -2413,7 +2528,6 @@ static const char *const brk_names[] = {
 	[BRK_DATA_FLUSH] = "data-flush",
 	[BRK_RECORD_FLUSH] = "record-flush",
 	[BRK_FORMAT_ORDER] = "format-order",
-	[BRK_WAITPREV] = "waitprev",
 };
 
 int main(int argc, char **argv)

@@ -10,19 +10,22 @@ A durability site is a line of dm-pmemcache/pmc_meta.c or pmc_index.c that
     pmc_model_store_noflush in the model: the store is visible but no
     fence makes it durable; the model has one half);
   - orders writeback (sets PMC_SF_WAITPREV): the mutant deletes it.
+The writeback policy pmc_wb.c is shared code too: its fence is a site as
+above, and each of its decisions (POLICY) is turned wrong one at a time
+(the text of the real code must match exactly once).
 Each mutant is a copy of the file with that one change, compiled into its
 own crash_model in a temporary folder, and run until the model reports a
 VIOLATION (an abort of the model does not count).  Every mutant must be
 caught.
 
-The model's own copies of the io.c / writeback.c steps (lines marked
-"SITE(" in crash_model.c: eviction and discard fences, the flush of a
-write's data, the origin flush before CLEAN, ...) are mutated the same way
+The model's own copies of the io.c steps (lines marked
+"SITE:" in crash_model.c: eviction and discard fences, the flush of a
+write's data, ...) are mutated the same way
 and listed separately: they test the model's copy, not the module.
 
 usage: mutants.py [--long] [--only TEXT] [--list] [--keep]
-Prints "controls 1, not caught 1", one line per mutant and "durability
-sites N, mutants caught N".
+Prints "controls 1, not caught 1", one line per mutant, "durability
+sites N, mutants caught N" and "I/O policy mutants N, caught N".
 Exit status 0 if every mutant of the shared code was caught and the
 negative control (the unmutated sources, the same runs) was not.
 """
@@ -37,7 +40,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.normpath(os.path.join(HERE, "..", "..", "dm-pmemcache"))
 MODEL = os.path.join(HERE, "crash_model.c")
-SHARED = ["pmc_meta.c", "pmc_index.c"]
+SHARED = ["pmc_meta.c", "pmc_index.c", "pmc_wb.c", "pmc_io.c"]
 CFLAGS = ["-O2", "-g", "-Wall", "-Wextra", "-Wno-unused-parameter",
           "-Wno-sign-compare", "-std=gnu11"]
 NOFLUSH_DECL = ("void pmc_model_store_noflush(void *dst, const void *src, "
@@ -67,6 +70,36 @@ REGRESSIONS = [
     ("crash_model.c", "a write-through frees a clean copy after its origin write (T2 after T1)",
      "\tif (slot != PMC_NO_SLOT && !(pmc_slot_flags(v) & PMC_SF_DIRTY)) {\n",
      "\tif (0 && slot != PMC_NO_SLOT && !(pmc_slot_flags(v) & PMC_SF_DIRTY)) {\n"),
+]
+
+# The decisions of the shared I/O policy units (pmc_wb.c, pmc_io.c), each turned
+# wrong one at a time: (file, what, text of the real code, mutated text).
+POLICY = [
+    ("pmc_wb.c", "writeback claims a block while a write of ours to the origin runs in its stripe (st->around)",
+     "\tok = READ_ONCE(idx->slot[c->slot]) == c->v &&\n"
+     "\t     !pmc_env_stripe_around(pc, oblock);\n",
+     "\tok = READ_ONCE(idx->slot[c->slot]) == c->v;\n"),
+    ("pmc_wb.c", "no origin flush before CLEAN (C1)",
+     "\tr = pmc_env_origin_flush(pc);\n",
+     "\tr = 0;\n"),
+    ("pmc_wb.c", "a failed origin flush is ignored: CLEAN anyway",
+     "\tif (r)\n\t\treturn r;\n",
+     "\tif (r)\n\t\treturn 0;\n"),
+    ("pmc_wb.c", "a failed origin write is marked CLEAN",
+     "\tif (pmc_meta_wb_done(m, idx, slot, ok, &f))\n",
+     "\tif (pmc_meta_wb_done(m, idx, slot, true, &f))\n"),
+    ("pmc_io.c", "a write of ours to the origin is not counted in st->around (pmc_origin_write_get())",
+     "\tpmc_env_around_inc(pc, oblock);\n",
+     ""),
+    ("pmc_io.c", "a write goes around the cache although the block is cached",
+     "\tif (pmc_index_lookup(idx, oblock) != PMC_NO_SLOT ||\n\t    pmc_index_inflight(idx, oblock) ||\n",
+     "\tif (pmc_index_inflight(idx, oblock) ||\n"),
+    ("pmc_io.c", "a write goes around the cache while an older copy is written back",
+     "\tif (pmc_index_lookup(idx, oblock) != PMC_NO_SLOT ||\n\t    pmc_index_inflight(idx, oblock) ||\n",
+     "\tif (pmc_index_lookup(idx, oblock) != PMC_NO_SLOT ||\n"),
+    ("pmc_io.c", "eviction does not check the slot again under the stripe lock",
+     "\tif (READ_ONCE(idx->slot[s]) == v) {\n",
+     "\tif (1) {\n"),
 ]
 
 FENCE_RE = re.compile(r"\b(pmc_pmem_fence|pmc_meta_fence)\s*\([^;]*\)")
@@ -166,10 +199,16 @@ def regression_sites():
             for k, (f, what, _, _) in enumerate(REGRESSIONS)]
 
 
+def policy_sites():
+    return [(f, k, "policy", "%s: %s" % (f, what), "")
+            for k, (f, what, _, _) in enumerate(POLICY)]
+
+
 def mutate(text, lineno, kind):
-    if kind == "regression":
-        _, _, fixed, old = REGRESSIONS[lineno]
-        assert text.count(fixed) == 1, "regression text not found: %r" % fixed
+    if kind in ("regression", "policy"):
+        _, _, fixed, old = (REGRESSIONS if kind == "regression" else POLICY)[lineno]
+        # every replacement matches exactly once
+        assert text.count(fixed) == 1, "%s text not found once: %r" % (kind, fixed)
         return text.replace(fixed, old)
     lines = text.split("\n")
     line = lines[lineno - 1]
@@ -291,9 +330,10 @@ def main():
 
     shared = [s for s in shared_sites() if args.only in s[3]]
     regress = [s for s in regression_sites() if args.only in s[3]]
+    policy = [s for s in policy_sites() if args.only in s[3]]
     model = [] if args.no_model_sites else [s for s in model_sites() if args.only in s[3]]
     if args.list:
-        for s in shared + regress + model:
+        for s in shared + policy + regress + model:
             print(s[3] + ("  (redundant: %s)" % s[4] if s[4] else ""))
         return 0
     runs = LONG_RUNS if args.long else QUICK_RUNS
@@ -313,6 +353,13 @@ def main():
             print("%-10s %s -- %s" % ("caught" if ok else "NOT CAUGHT", site[3], why),
                   flush=True)
         bad += caught != len(shared)
+        pcaught = 0
+        for site in policy:
+            ok, why = check_mutant(builder, site, runs, args.long)
+            pcaught += ok
+            bad += not ok
+            print("%-10s %s -- %s" % ("caught" if ok else "NOT CAUGHT", site[3], why),
+                  flush=True)
         rcaught = 0
         for site in regress:
             ok, why = check_mutant(builder, site, runs, args.long)
@@ -343,6 +390,8 @@ def main():
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print("durability sites %d, mutants caught %d" % (len(shared), caught))
+    if policy:
+        print("I/O policy mutants %d, caught %d" % (len(policy), pcaught))
     if regress:
         print("fixed protocol bugs put back %d, caught %d" % (len(regress), rcaught))
     if model:

@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * dm-pmemcache I/O policy (pmc_io.c): when a write may go around the
+ * cache to the origin, how a clean block is evicted and how a discard
+ * drops a cached copy.  Shared by the kernel module (io.c) and the host
+ * crash model (tests/host/crash_model.c), like pmc_wb.c, whose pmc_env_*()
+ * functions it uses too.
+ */
+#ifndef PMC_IO_H
+#define PMC_IO_H
+
+#include "pmc_wb.h"
+
+/* ---- what the environment provides (besides pmc_wb.h's) ------------- */
+
+/* The write lock of the stripe of @oblock, if nobody holds it. */
+bool pmc_env_stripe_trylock(struct pmemcache *pc, u64 oblock);
+/* st->around of the stripe of @oblock, up or down by one. */
+void pmc_env_around_inc(struct pmemcache *pc, u64 oblock);
+void pmc_env_around_dec(struct pmemcache *pc, u64 oblock);
+/* The system goes down: nothing new may reach the origin. */
+bool pmc_env_shutting_down(struct pmemcache *pc);
+/* A write through the cache of @oblock is between T1 and T2. */
+bool pmc_env_through_busy(struct pmemcache *pc, u64 oblock);
+
+/* ---- the policy ------------------------------------------------------- */
+
+/*
+ * Count a write of ours to the origin in the stripe's st->around, which
+ * keeps writeback off the stripe (pmc_wb_claim()), unless the system is
+ * going down.  The caller drops the count once the write completed.
+ */
+bool pmc_origin_write_get(struct pmemcache *pc, u64 oblock);
+
+/*
+ * Under the stripe lock of @oblock (read is enough): may a write of
+ * @oblock go around the cache to the origin now?  If so, it is counted
+ * (pmc_origin_write_get()).
+ */
+bool pmc_io_around_get(struct pmemcache *pc, struct pmc_index *idx,
+		       u64 oblock);
+
+/*
+ * Evict clean slot @s (slot word @v) if nobody holds its stripe and it is
+ * still @v: its record durably FREE (E2) before the lock is dropped.  The
+ * caller puts it on the free list.
+ */
+bool pmc_io_evict(struct pmemcache *pc, struct pmc_meta *m,
+		  struct pmc_index *idx, u32 s, u64 v);
+
+/*
+ * Under the stripe lock of @oblock: drop its cached copy for a discard
+ * (D1: durably FREE on return).  Returns a slot for the free list, or
+ * PMC_NO_SLOT.
+ */
+u32 pmc_io_drop(struct pmemcache *pc, struct pmc_meta *m,
+		struct pmc_index *idx, u64 oblock);
+
+#endif /* PMC_IO_H */
