@@ -6,7 +6,8 @@ and /dev/pmem1 (320 MiB; the cache uses the smaller).
 - The table is refused, with its one dmesg line, for the same device
   twice, for two partitions of one NVDIMM (one region: no redundancy),
   for "-" beside a device without mirror info (even with `degraded`), for
-  two single-device caches, and
+  `degraded` without `mirror`, for `format` with a half "-", for two
+  single-device caches, and
   for a blank first half beside a larger device's cache (neither is
   overwritten; the mutant that takes a cache it cannot open for a blank
   device accepts the two caches and is caught); two blank halves on two
@@ -100,6 +101,10 @@ blockdev --rereadpt /dev/pmem0 || die rereadpt
 [ -b /dev/pmem0p1 ] && die "pmem0p1 still there"
 refused dash "0 $sz pmemcache /dev/md0 /dev/pmem0 4096 3 mirror - degraded" \
 	"one half is missing and the other holds no mirror info"
+refused nomirror "0 $sz pmemcache /dev/md0 /dev/pmem0 4096 1 degraded" \
+	"degraded is only for a mirror"
+refused fmtdash "0 $sz pmemcache /dev/md0 /dev/pmem0 4096 4 mirror - format degraded" \
+	"mirror: format needs both halves"
 # a single-device cache on each: neither is overwritten by the other
 dm_create one "0 $sz pmemcache /dev/md0 /dev/pmem0 4096" || die "one on pmem0"
 dmsetup remove one
@@ -125,7 +130,8 @@ status 2
 dmsetup remove pc
 """ % dict(args=ARGS)
     res = boot(vm, script, files=[(tmp_path / "mbr", "/test/mbr")])
-    assert res.values("REFUSED") == ["same", "region", "dash", "two", "bigger"]
+    assert res.values("REFUSED") == ["same", "region", "dash", "nomirror", "fmtdash", "two",
+                                     "bigger"]
     assert res.value("TABLE").endswith("mirror " + res.value("PMEM1")), res.value("TABLE")
     s1, s2 = parse_status(res.value("STATUS1")), parse_status(res.value("STATUS2"))
     # the smaller half (pmem0) sets the size
