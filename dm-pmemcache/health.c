@@ -26,6 +26,7 @@ static const char *const pmc_health_names[PMC_H_NR] = {
 	[PMC_H_MEDIA] = "media_errors",
 	[PMC_H_FULL] = "full",
 	[PMC_H_PMEM_GONE] = "pmem_gone",
+	[PMC_H_MIRROR_DEGRADED] = "mirror_degraded",
 };
 
 static void pmc_health_log(struct pmemcache *pc, const char *name,
@@ -52,6 +53,10 @@ static void pmc_health_log(struct pmemcache *pc, const char *name,
 	case PMC_H_PMEM_GONE:
 		DMERR("%s: pmem namespace gone: I/O fails with -EIO, pmem keeps its dirty blocks",
 		      name);
+		break;
+	case PMC_H_MIRROR_DEGRADED:
+		DMWARN("%s: mirror degraded: runs on one half; load the table with both to resync",
+		       name);
 		break;
 	}
 }

@@ -23,7 +23,7 @@ static void pmc_mirror_halves(struct pmemcache *pc)
 	h[0].base = pc->kaddr;
 	h[1].base = pc->mirror.kaddr;
 	h[0].present = true;
-	h[1].present = true;
+	h[1].present = !!pc->mirror.dev;	/* "-": the half is missing */
 }
 
 /*
@@ -57,6 +57,8 @@ static int pmc_mirror_read(struct pmemcache *pc, bool scrub, char **error)
 	pmc_origin_identity(pc, &oid);
 	pmc_mirror_halves(pc);
 	for (i = 0; i < 2; i++) {
+		if (!h[i].present)
+			continue;
 		r = scrub ? pmc_mirror_scrub(&h[i]) : pmc_mirror_load(&h[i]);
 		if (r == -EIO) {
 			*error = "mirror: media error reading a half's mirror info";
@@ -64,13 +66,17 @@ static int pmc_mirror_read(struct pmemcache *pc, bool scrub, char **error)
 		}
 		h[i].holds_cache = pmc_mirror_holds_cache(pc, &h[i], &oid);
 	}
+	if (pc->format && !h[1].present) {
+		*error = "mirror: format needs both halves";
+		return -EINVAL;
+	}
 	if (pc->format) {
 		/* the administrator's word: both halves are formatted anew */
 		plan->action = PMC_MIRROR_RESYNC;
 		plan->holder = 0;
 		return 0;
 	}
-	pmc_mirror_decide(h, false, plan);
+	pmc_mirror_decide(h, pc->mirror.degraded_ok, plan);
 	/* a device that is no half of this cache is copied over only blank */
 	if (plan->action == PMC_MIRROR_RESYNC && !h[plan->holder ^ 1].has_info &&
 	    h[plan->holder ^ 1].holds_cache) {
@@ -80,10 +86,6 @@ static int pmc_mirror_read(struct pmemcache *pc, bool scrub, char **error)
 	switch (plan->action) {
 	case PMC_MIRROR_REFUSE:
 		*error = (char *)plan->why;
-		return -EINVAL;
-	case PMC_MIRROR_DEGRADED:
-		/* only with a half missing, which the table cannot say yet */
-		*error = "mirror: a degraded start is not supported yet";
 		return -EINVAL;
 	default:
 		return 0;
@@ -232,6 +234,23 @@ int pmc_mirror_start(struct pmemcache *pc, const struct pmc_origin_id *oid)
 		DMINFO("%s: formatted a new mirrored pair with %s: %llu blocks of %u bytes",
 		       pc->pmem_dev->name, pc->mirror.dev->name,
 		       pc->meta.n_blocks, pc->block_size);
+		return 0;
+	}
+
+	if (pc->mirror.plan.action == PMC_MIRROR_DEGRADED) {
+		if (pc->need_format) {
+			DMERR("%s: mirror: the only half holds no cache",
+			      pc->pmem_dev->name);
+			return -EINVAL;
+		}
+		/* M1, durable before the first write is acknowledged */
+		if (pc->mirror.plan.mark_alone)
+			pmc_mirror_mark_alone(&h[from]);
+		pc->meta.base = h[from].base;
+		pc->meta.mirror = NULL;
+		pmc_health_set(pc, PMC_H_MIRROR_DEGRADED, 0);
+		DMINFO("%s: mirror: running on this half alone, generation %llu",
+		       pc->pmem_dev->name, h[from].info.generation);
 		return 0;
 	}
 

@@ -49,7 +49,7 @@ bool pmc_feature_word(const char *w)
 {
 	static const char * const words[] = {
 		PMC_OPT_WRITEBACK, PMC_OPT_FLUSH_SUSPEND, PMC_OPT_CLEANER,
-		PMC_OPT_FORMAT, PMC_OPT_MIRROR,
+		PMC_OPT_FORMAT, PMC_OPT_MIRROR, PMC_OPT_DEGRADED,
 	};
 	unsigned int i;
 
@@ -64,7 +64,7 @@ int pmc_features_parse(struct pmc_features *f, unsigned int argc,
 {
 	static const char * const flags[] = {
 		PMC_OPT_WRITEBACK, PMC_OPT_FLUSH_SUSPEND, PMC_OPT_CLEANER,
-		PMC_OPT_FORMAT, PMC_OPT_MIRROR,
+		PMC_OPT_FORMAT, PMC_OPT_MIRROR, PMC_OPT_DEGRADED,
 	};
 	unsigned int n, i, seen = 0;
 	const char *name;
@@ -112,6 +112,10 @@ int pmc_features_parse(struct pmc_features *f, unsigned int argc,
 			f->format = true;
 			continue;
 		}
+		if (!strcasecmp(name, PMC_OPT_DEGRADED)) {
+			f->degraded = true;
+			continue;
+		}
 		if (t < 0 && strcasecmp(name, PMC_OPT_WRITEBACK) &&
 		    strcasecmp(name, PMC_OPT_MIRROR)) {
 			*error = "Unrecognised feature argument";
@@ -149,6 +153,10 @@ int pmc_features_parse(struct pmc_features *f, unsigned int argc,
 			*error = "Invalid writeback mode (pfn, bounce or auto)";
 			return -EINVAL;
 		}
+	}
+	if (f->degraded && !f->mirror) {
+		*error = "degraded is only for a mirror";
+		return -EINVAL;
 	}
 	if (f->val[PMC_T_LOW_WM] > f->val[PMC_T_HIGH_WM]) {
 		*error = "low_watermark is above high_watermark";

@@ -16,6 +16,7 @@
 #define PMC_OPT_CLEANER		"cleaner"
 #define PMC_OPT_FORMAT		"format"
 #define PMC_OPT_MIRROR		"mirror"	/* mirror <pmem_dev2>: the second half */
+#define PMC_OPT_DEGRADED	"degraded"	/* start a mirror on one half */
 
 enum pmc_route {
 	PMC_ROUTE_AUTO,		/* pfn bios if bdev_pfn(origin), else bounce */
@@ -45,8 +46,8 @@ struct pmc_tunable {
 
 extern const struct pmc_tunable pmc_tunables[PMC_NR_TUNABLES];
 
-/* Words of all features together: 9 with a value, 3 without. */
-#define PMC_MAX_FEATURE_ARGS	(2 * PMC_NR_TUNABLES + 2 + 2 + 3)
+/* Words of all features together: 9 with a value, 4 without. */
+#define PMC_MAX_FEATURE_ARGS	(2 * PMC_NR_TUNABLES + 2 + 2 + 4)
 
 /*
  * What the feature words say.  The caller fills in the defaults; parsing
@@ -60,6 +61,7 @@ struct pmc_features {
 	bool cleaner;
 	bool format;
 	const char *mirror;	/* the second half's device: a word of argv, or NULL */
+	bool degraded;		/* start on one half (only with mirror) */
 };
 
 /* The tunable called @name (any case), or -1. */

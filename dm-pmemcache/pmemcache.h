@@ -43,6 +43,7 @@ enum pmc_health_bit {
 	PMC_H_MEDIA,
 	PMC_H_FULL,
 	PMC_H_PMEM_GONE,
+	PMC_H_MIRROR_DEGRADED,
 	PMC_H_NR
 };
 
@@ -106,7 +107,9 @@ struct pmc_claim {
 
 /* The second pmem device of a mirrored cache, mapped (pmem.c). */
 struct pmc_mirror_dev {
-	struct dm_dev *dev;	/* NULL: not mirrored */
+	bool on;		/* the table has "mirror" (dev may be "-") */
+	bool degraded_ok;	/* "degraded": the administrator's override */
+	struct dm_dev *dev;	/* NULL: not mirrored, or the half is "-" */
 	struct dax_device *dax;
 	bool dax_owned;
 	u8 *kaddr;		/* its byte 0 */

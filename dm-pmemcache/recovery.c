@@ -25,7 +25,7 @@ int pmc_load_check(struct pmemcache *pc, char **error)
 	int r;
 
 	pmc_origin_identity(pc, &oid);
-	if (pc->mirror.dev) {
+	if (pc->mirror.on) {
 		/* which half holds every acknowledged write: open that one */
 		r = pmc_mirror_check(pc, &base, error);
 		if (r)
@@ -100,7 +100,7 @@ int pmc_load(struct pmemcache *pc)
 	u64 i;
 	int r;
 
-	if (pc->mirror.dev) {
+	if (pc->mirror.on) {
 		pmc_origin_identity(pc, &oid);
 		r = pmc_mirror_start(pc, &oid);
 		if (r)

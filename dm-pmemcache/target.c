@@ -128,6 +128,7 @@ static int pmc_parse_features(struct pmemcache *pc, struct dm_arg_set *as,
 	pc->flush_on_suspend = f.flush_on_suspend;
 	pc->cleaner = f.cleaner;
 	pc->format = f.format;
+	pc->mirror.degraded_ok = f.degraded;
 	*mirror = f.mirror;
 	return 0;
 }
@@ -139,10 +140,9 @@ static int pmc_mirror_open(struct pmemcache *pc, const char *path,
 	struct dm_target *ti = pc->ti;
 	int r;
 
-	if (!strcmp(path, "-")) {
-		*error = "mirror: a missing half ('-') is not supported yet";
-		return -EINVAL;
-	}
+	pc->mirror.on = true;
+	if (!strcmp(path, "-"))
+		return 0;	/* a missing half: mirror.c decides */
 	r = dm_get_device(ti, path, dm_table_get_mode(ti->table),
 			  &pc->mirror.dev);
 	if (r) {
@@ -383,7 +383,7 @@ static void pmc_status(struct dm_target *ti, status_type_t type,
 		nf = 2 * hweight_long(pc->tunables_set) +
 		     (pc->route != PMC_ROUTE_AUTO ? 2 : 0) +
 		     pc->flush_on_suspend + READ_ONCE(pc->cleaner) +
-		     (pc->mirror.dev ? 2 : 0);
+		     (pc->mirror.on ? 2 : 0);
 		if (!nf)
 			break;
 		DMEMIT(" %u", nf);
@@ -397,8 +397,10 @@ static void pmc_status(struct dm_target *ti, status_type_t type,
 			DMEMIT(" " PMC_OPT_FLUSH_SUSPEND);
 		if (READ_ONCE(pc->cleaner))
 			DMEMIT(" " PMC_OPT_CLEANER);
-		if (pc->mirror.dev)
-			DMEMIT(" " PMC_OPT_MIRROR " %s", pc->mirror.dev->name);
+		/* "degraded" is one-shot, as "format": never shown */
+		if (pc->mirror.on)
+			DMEMIT(" " PMC_OPT_MIRROR " %s",
+			       pc->mirror.dev ? pc->mirror.dev->name : "-");
 		break;
 	case STATUSTYPE_IMA:
 		*result = '\0';

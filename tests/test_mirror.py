@@ -5,7 +5,9 @@ and /dev/pmem1 (320 MiB; the cache uses the smaller).
 
 - The table is refused, with its one dmesg line, for the same device
   twice, for two partitions of one NVDIMM (one region: no redundancy),
-  for "-" (a missing half: not yet), for two single-device caches, and
+  for "-" beside a device without mirror info (even with `degraded`), for
+  `degraded` without `mirror`, for `format` with a half "-", for two
+  single-device caches, and
   for a blank first half beside a larger device's cache (neither is
   overwritten; the mutant that takes a cache it cannot open for a blank
   device accepts the two caches and is caught); two blank halves on two
@@ -22,6 +24,17 @@ and /dev/pmem1 (320 MiB; the cache uses the smaller).
   stores of writes do (half B is a cache without records: acknowledged
   writes read back wrong). Each is caught by the check of half B; the
   real module, the control, passes the same check.
+- Step 3, a half lost: a power cut with dirty blocks, then half B's
+  NVDIMM is gone (the guest boots without it) and the table says
+  `mirror -`: refused with its line (the survivor cannot tell whether B
+  ran alone since); with `degraded` it starts (M1), health
+  `mirror_degraded`, every acknowledged write reads back, and new writes
+  are acknowledged on A alone; a table without `degraded` then starts too
+  (A's info says it ran alone). B back: B alone (`mirror -`) is refused;
+  B beside A, B first in the table, is resynced from A; the pair, then B
+  alone and A alone (single-device tables) read back every acknowledged
+  write, those of the degraded run too. The mutant that skips M1 is
+  caught: the pair starts as "in sync" and copies the stale B over A.
 """
 import random
 import shutil
@@ -86,8 +99,12 @@ refused region "0 $sz pmemcache /dev/md0 /dev/pmem0p1 4096 2 mirror /dev/pmem0p2
 dd if=/dev/zero of=/dev/pmem0 bs=4096 count=1 conv=notrunc 2>/dev/null
 blockdev --rereadpt /dev/pmem0 || die rereadpt
 [ -b /dev/pmem0p1 ] && die "pmem0p1 still there"
-refused dash "0 $sz pmemcache /dev/md0 /dev/pmem0 4096 2 mirror -" \
-	"mirror: a missing half ('-') is not supported yet"
+refused dash "0 $sz pmemcache /dev/md0 /dev/pmem0 4096 3 mirror - degraded" \
+	"one half is missing and the other holds no mirror info"
+refused nomirror "0 $sz pmemcache /dev/md0 /dev/pmem0 4096 1 degraded" \
+	"degraded is only for a mirror"
+refused fmtdash "0 $sz pmemcache /dev/md0 /dev/pmem0 4096 4 mirror - format degraded" \
+	"mirror: format needs both halves"
 # a single-device cache on each: neither is overwritten by the other
 dm_create one "0 $sz pmemcache /dev/md0 /dev/pmem0 4096" || die "one on pmem0"
 dmsetup remove one
@@ -113,7 +130,8 @@ status 2
 dmsetup remove pc
 """ % dict(args=ARGS)
     res = boot(vm, script, files=[(tmp_path / "mbr", "/test/mbr")])
-    assert res.values("REFUSED") == ["same", "region", "dash", "two", "bigger"]
+    assert res.values("REFUSED") == ["same", "region", "dash", "nomirror", "fmtdash", "two",
+                                     "bigger"]
     assert res.value("TABLE").endswith("mirror " + res.value("PMEM1")), res.value("TABLE")
     s1, s2 = parse_status(res.value("STATUS1")), parse_status(res.value("STATUS2"))
     # the smaller half (pmem0) sets the size
@@ -330,3 +348,160 @@ def test_store_helper_skipping_the_second_half_is_caught(vm, tmp_path, what, old
     assert refusal_ok or not refused, lost
     print("mutant caught (%s): %s" % (what, "half B refused" if refused else
                                       "%d of %d sectors wrong on half B" % (len(lost), NBLOCKS * 8)))
+
+
+# Step 3: a half lost.  Half B (pmem1) is the one that goes.
+ALONE = "6 high_watermark 100 low_watermark 100 mirror -"
+DEGRADED = "7 high_watermark 100 low_watermark 100 mirror - degraded"
+B_FIRST = "6 high_watermark 100 low_watermark 100 mirror /dev/pmem0"
+NEW_BLOCKS = 16     # written while degraded, after the writer's blocks
+WHY_MISSING = "the other half is missing and may have run alone since (degraded overrides)"
+
+DEGRADED_PRELUDE = MIRROR_PRELUDE + r"""
+insmod /lib/modules/extra/dm-pmemcache.ko || die insmod
+[ -b /dev/pmem0 ] || die "no /dev/pmem0"
+mdadm --assemble --run /dev/md0 /dev/vda /dev/vdb /dev/vdc /dev/vdd 2>&1 || die assemble
+sz=$(blockdev --getsz /dev/md0)
+# readback TAG: every sector of the writer's blocks, and the md5 of the
+# blocks written while degraded
+readback() {
+	dd if=/dev/mapper/pc of=/tmp/r bs=4096 count=%(nblocks)d iflag=direct 2>/dev/null || die read
+	echo "BEGIN $1"
+	s=0
+	while [ $s -lt %(nsec)d ]; do
+		echo "S $s $(dd if=/tmp/r bs=16 skip=$((s * 32)) count=1 2>/dev/null | tr -d '\000\n')"
+		s=$((s + 1))
+	done
+	echo "END $1"
+	echo "NEW_$1=$(dd if=/dev/mapper/pc bs=4096 skip=%(nblocks)d count=%(new)d iflag=direct 2>/dev/null | md5sum | cut -d' ' -f1)"
+}
+"""
+
+# Boot 2: no pmem1 at all.
+DEGRADED_BOOT = r"""
+[ -b /dev/pmem1 ] && die "pmem1 is there"
+refused alone "0 $sz pmemcache /dev/md0 /dev/pmem0 4096 %(alone)s" "%(why)s"
+dmesg -c > /dev/null
+dm_create pc "0 $sz pmemcache /dev/md0 /dev/pmem0 4096 %(degraded)s" || die "degraded refused"
+dmesg | grep -q "mirror: running on this half alone" && echo ALONE_LINE=1
+echo "TABLE=$(dmsetup table pc)"
+status 2
+readback deg
+dd if=/dev/urandom of=/tmp/new bs=4096 count=%(new)d 2>/dev/null
+dd if=/tmp/new of=/dev/mapper/pc bs=4096 seek=%(nblocks)d oflag=direct conv=fsync,notrunc \
+	2>/dev/null || die "new writes"
+echo "NEW=$(md5sum < /tmp/new | cut -d' ' -f1)"
+status 3
+dmsetup remove pc
+# A's info now says it ran alone: no override needed
+if dm_create pc "0 $sz pmemcache /dev/md0 /dev/pmem0 4096 %(alone)s"; then
+	echo KNOWN=1
+	status 4
+	dmsetup remove pc
+else
+	echo KNOWN=0
+	dmesg | tail -3
+fi
+"""
+
+# Boot 3: pmem1 (the old half B) back.
+BACK_BOOT = r"""
+[ -b /dev/pmem1 ] || die "no /dev/pmem1"
+refused stale "0 $sz pmemcache /dev/md0 /dev/pmem1 4096 %(alone)s" "%(why)s"
+dmesg -c > /dev/null
+dm_create pc "0 $sz pmemcache /dev/md0 /dev/pmem1 4096 %(b_first)s" || die "pair refused"
+a=$(cat /sys/block/pmem0/dev) b=$(cat /sys/block/pmem1/dev)
+dmesg | grep -q "mirror: copying the half on $a to $b" && echo COPIED=A_TO_B
+dmesg | grep -q "mirror: copying the half on $b to $a" && echo COPIED=B_TO_A
+status 5
+readback pair
+dmsetup remove pc
+for h in pmem1 pmem0; do
+	dm_create pc "0 $sz pmemcache /dev/md0 /dev/$h 4096 %(single)s" || die "single on $h"
+	readback $h
+	dmsetup remove pc
+done
+"""
+
+
+def section(res, tag, allowed):
+    """Sectors of readback @tag that miss an acknowledged write."""
+    out = res.output.split("BEGIN %s\n" % tag, 1)[1].split("END %s\n" % tag, 1)[0]
+    got = read_back(type("R", (), {"output": out}))
+    assert len(got) == NBLOCKS * 8, (tag, len(got))
+    return {s: (got[s], sorted(allowed[s])) for s in got if got[s] not in allowed[s]}
+
+
+def degraded_scenario(vm, seed):
+    """The writer on the pair, cut; A alone (`mirror -`, then with
+    `degraded`, then without); B back. Returns what each step showed."""
+    rng = random.Random(seed)
+    proc, log = vm.start(MIRROR_PRELUDE + WRITER % dict(
+        args=ARGS, seed=rng.randrange(1, 30000), nblocks=NBLOCKS),
+        pmem_size=PMEM_MB, pmem2_size=PMEM2_MB, timeout=600)
+    try:
+        wait_for_acks(log, rng.randrange(40, 100))
+    finally:
+        vm.power_cut(proc)
+    allowed, nacked = expected_sectors_n(cut_console(log))
+    assert nacked > 0
+    sub = dict(alone=ALONE, degraded=DEGRADED, b_first=B_FIRST, single=SINGLE,
+               why=WHY_MISSING, nblocks=NBLOCKS, nsec=NBLOCKS * 8, new=NEW_BLOCKS)
+    prelude = DEGRADED_PRELUDE % sub
+    # half B's NVDIMM is not in this guest (its image stays on the host)
+    deg = vm.run(prelude + DEGRADED_BOOT % sub, pmem_size=PMEM_MB, timeout=600)
+    back = vm.run(prelude + BACK_BOOT % sub, pmem_size=PMEM_MB, pmem2_size=PMEM2_MB,
+                  timeout=600)
+    new = deg.value("NEW")
+    out = dict(nacked=nacked, deg=deg, back=back,
+               lost={t: section(r, t, allowed) for r, t in
+                     ((deg, "deg"), (back, "pair"), (back, "pmem1"), (back, "pmem0"))},
+               new_lost=[t for t in ("pair", "pmem1", "pmem0")
+                         if back.value("NEW_" + t) != new])
+    return out
+
+
+def test_degraded_start_then_the_lost_half_back(vm):
+    r = degraded_scenario(vm, 33)
+    deg, back = r["deg"], r["back"]
+    # refused without the override, started with it
+    assert deg.values("REFUSED") == ["alone"]
+    assert deg.value("ALONE_LINE") == "1"
+    assert deg.value("TABLE").endswith("mirror -"), deg.value("TABLE")   # degraded: one-shot
+    s2 = parse_status(deg.value("STATUS2"))
+    assert s2["dirty"] > 0, s2      # precondition: dirty blocks at the cut
+    for k in ("STATUS2", "STATUS3", "STATUS4"):
+        assert deg.value(k).endswith(" mirror_degraded"), (k, deg.value(k))
+    assert deg.value("KNOWN") == "1", "the survivor did not know it ran alone (M1)"
+    # B alone refused; the pair copies A to B; health back to ok
+    assert back.values("REFUSED") == ["stale"]
+    assert back.values("COPIED") == ["A_TO_B"]
+    assert back.value("STATUS5").endswith(" ok"), back.value("STATUS5")
+    for tag, lost in r["lost"].items():
+        assert not lost, "%s: %d on %s: %s" % (LOST, len(lost), tag, sorted(lost.items())[:5])
+    assert not r["new_lost"], "%s: the degraded run's writes on %s" % (LOST, r["new_lost"])
+    print("degraded start: %d acknowledged writes before the cut, %d blocks while degraded; "
+          "refused alone, started with degraded, then without; B alone refused, resynced "
+          "from A, lost 0 (pair, B, A)" % (r["nacked"], NEW_BLOCKS))
+
+
+def test_degraded_start_without_m1_is_caught(vm, tmp_path):
+    """The mutant: a degraded start that skips M1 (no mark_alone store).
+    Nothing then tells the old half B from a partner in sync: the pair
+    starts "both", the compare copies B (first in the table) over A and
+    the writes of the degraded run are lost (or A, not marked, is refused
+    without `degraded`)."""
+    ko = build_mutant(tmp_path, "\t\tif (pc->mirror.plan.mark_alone)\n",
+                      "\t\tif (0 && pc->mirror.plan.mark_alone)\n", "mirror.c")
+    use_module(vm, ko)
+    r = degraded_scenario(vm, 33)
+    assert r["deg"].values("REFUSED") == ["alone"]      # as the real module
+    caught = []
+    if r["deg"].value("KNOWN") == "0":
+        caught.append("A refused without degraded after running alone")
+    if r["new_lost"]:
+        caught.append("the degraded run's writes lost on %s" % r["new_lost"])
+    if r["back"].values("COPIED") != ["A_TO_B"]:
+        caught.append("copied %s" % r["back"].values("COPIED"))
+    assert r["new_lost"], "mutant not caught (M1 skipped): every write read back"
+    print("mutant caught (M1 skipped): %s" % "; ".join(caught))

@@ -42,6 +42,7 @@ static const char * const reasons[] = {
 	"Invalid writeback mode (pfn, bounce or auto)",
 	"low_watermark is above high_watermark",
 	"Invalid mirror device",
+	"degraded is only for a mirror",
 };
 
 /* The constructor's defaults (target.c, pmc_ctr()). */
@@ -75,7 +76,7 @@ static bool is_feature(const char *w)
 {
 	static const char * const flags[] = {
 		PMC_OPT_WRITEBACK, PMC_OPT_FLUSH_SUSPEND, PMC_OPT_CLEANER,
-		PMC_OPT_FORMAT, PMC_OPT_MIRROR,
+		PMC_OPT_FORMAT, PMC_OPT_MIRROR, PMC_OPT_DEGRADED,
 	};
 	unsigned int i;
 
@@ -209,7 +210,7 @@ int LLVMFuzzerTestOneInput(const u8 *data, size_t size)
 		fz_assert(!memcmp(g.val, f.val, sizeof(g.val)) &&
 			  g.set == f.set && g.route == f.route &&
 			  g.flush_on_suspend == f.flush_on_suspend &&
-			  g.cleaner == f.cleaner && !g.format &&
+			  g.cleaner == f.cleaner && !g.format && !g.degraded &&
 			  !g.mirror == !f.mirror &&
 			  (!g.mirror || !strcmp(g.mirror, mirror)));
 		free(mirror);
