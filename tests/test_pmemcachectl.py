@@ -874,6 +874,17 @@ def test_bash_completion_completes_commands_and_options(tool):
                                      "--all --name --wait --dry-run --help"]
 
 
+def test_set_completion_offers_every_key_the_tool_takes(tool):
+    keys = [k for k, what in re.findall(r"^  ([a-z_]+) +(.*)$", run("set", "--help").stdout,
+                                        re.M) if not what.startswith("set by the table only")]
+    assert "max_age" in keys and "cleaner" in keys
+    script = (". %s; COMP_WORDS=(pmemcachectl set pc ''); COMP_CWORD=3; _pmemcachectl; "
+              "echo \"${COMPREPLY[*]}\"" % (US / "completion/pmemcachectl.bash"))
+    p = subprocess.run(["bash", "-c", script], capture_output=True, text=True)
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+    assert sorted(p.stdout.split()) == sorted(keys)
+
+
 # ------------------------------------------- activate, udev-probe (host) --
 # A fake /sys and /dev (PMEMCACHECTL_SYSFS, PMEMCACHECTL_DEVDIR): pmem
 # "devices" are image files from mkimage, md arrays are sysfs folders with

@@ -69,7 +69,7 @@ _pmemcachectl()
 	set)
 		if [ "$COMP_CWORD" -eq 3 ]; then
 			COMPREPLY=($(compgen -W "high_watermark low_watermark writeback_jobs
-				stripe_blocks full_wait seq_bypass cleaner" -- "$cur"))
+				stripe_blocks full_wait seq_bypass cleaner max_age" -- "$cur"))
 			return
 		fi ;;
 	check) opts="--origin --json" ;;
