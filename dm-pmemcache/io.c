@@ -400,7 +400,7 @@ void pmc_env_around_inc(struct pmemcache *pc, u64 oblock)
 
 void pmc_env_around_dec(struct pmemcache *pc, u64 oblock)
 {
-	atomic_dec(&pmc_stripe_of(pc, oblock)->around);
+	pmc_around_put(pc, pmc_stripe_of(pc, oblock));
 }
 
 bool pmc_env_shutting_down(struct pmemcache *pc)
@@ -576,7 +576,7 @@ static void pmc_through_end(struct pmemcache *pc, struct pmc_through *t)
 	list_del(&t->busy);
 	spin_unlock(&pc->through_lock);
 	atomic_dec(&t->st->through);
-	atomic_dec(&t->st->around);
+	pmc_around_put(pc, t->st);
 	wake_up_all(&pc->through_wait);
 }
 
@@ -662,7 +662,7 @@ static int pmc_write_through(struct pmemcache *pc, struct bio *bio,
 	}
 	if (r) {
 		/* Handled: the bio fails with the error. */
-		atomic_dec(&st->around);
+		pmc_around_put(pc, st);
 		bio->bi_status = errno_to_blk_status(r);
 		bio_endio(bio);
 		r = 0;
@@ -858,7 +858,7 @@ static void pmc_discard_release(struct pmemcache *pc, struct pmc_bio_data *d)
 	unsigned int i;
 
 	for_each_set_bit(i, d->discard_stripes, PMC_NR_STRIPES)
-		atomic_dec(&pc->stripes[i].around);
+		pmc_around_put(pc, &pc->stripes[i]);
 	d->discard_held = false;
 }
 
@@ -957,7 +957,7 @@ int pmc_end_io(struct dm_target *ti, struct bio *bio, blk_status_t *error)
 	if (d->discard_held)
 		pmc_discard_release(pc, d);
 	else if (d->around)
-		atomic_dec(&d->around->around);
+		pmc_around_put(pc, d->around);
 	else
 		return DM_ENDIO_DONE;
 	if (*error)

@@ -243,6 +243,20 @@ static inline struct pmc_stripe *pmc_stripe_of(struct pmemcache *pc,
 }
 
 /*
+ * An origin write counted in @st->around is over.  A shutdown waits for
+ * the counts to drain (pmc_writeback_shutdown()): wake it.  Count before
+ * flag, as the shutdown sets the flag before it reads the counts: it sees
+ * this count, or this put sees its flag.
+ */
+static inline void pmc_around_put(struct pmemcache *pc, struct pmc_stripe *st)
+{
+	atomic_dec(&st->around);
+	smp_mb__after_atomic();	/* count before flag */
+	if (unlikely(READ_ONCE(pc->shutting_down)))
+		wake_up_all(&pc->wb_wait);
+}
+
+/*
  * max_age: a dirty block carries the epoch (one of four, max_age/2 long)
  * it was written in.  It is old enough once two epochs began after its
  * own: the current epoch and the one before are too young, so no block

@@ -648,8 +648,6 @@ static bool pmc_around_idle(struct pmemcache *pc)
 
 void pmc_writeback_shutdown(struct pmemcache *pc)
 {
-	unsigned long deadline = jiffies + PMC_SHUTDOWN_WAIT;
-
 	/*
 	 * No new origin write from here on: writeback and write-around see
 	 * the flag (pmc_wb_submit(), pmc_origin_write_get()) or are counted
@@ -664,10 +662,9 @@ void pmc_writeback_shutdown(struct pmemcache *pc)
 	cancel_delayed_work(&pc->wb_work);
 	wake_up_all(&pc->wb_wait);
 	wake_up_all(&pc->free_wait);
-	while (time_before(jiffies, deadline) &&
-	       (atomic_read(&pc->wb_inflight) || !pmc_around_idle(pc)))
-		msleep(20);
-	if (atomic_read(&pc->wb_inflight) || !pmc_around_idle(pc))
+	/* Woken by writeback's endio work and by pmc_around_put(). */
+	if (!wait_event_timeout(pc->wb_wait, !atomic_read(&pc->wb_inflight) &&
+				pmc_around_idle(pc), PMC_SHUTDOWN_WAIT))
 		DMWARN("shutdown: origin writes still in flight after %u s",
 		       PMC_SHUTDOWN_WAIT / HZ);
 }

@@ -12,12 +12,14 @@ the array clean or resyncs it without a mismatch, reads back every
 acknowledged write through the cache and again on md after a flush.
 """
 import os
+import re
 
 import pytest
 
 from test_target import PRELUDE, parse_status, pmemcache_module  # noqa: F401
 import test_target_powercut as tp
-from vm import GuestRun, wait_down
+from vm import REPO, GuestRun, check_reports, wait_down
+import vm_mutants
 
 LONG = os.environ.get("PMC_LONG", "0") not in ("", "0")
 NBLOCKS = 64
@@ -148,3 +150,55 @@ def test_going_down_with_writeback_running(vm, layout, members, down):
           "dirty at the next boot %d"
           % (layout, members, down, took, nacked, res.value("MD_STATE"),
              parse_status(res.value("STATUS2"))["dirty"]))
+
+
+# Write-arounds in flight at the call: seq_bypass sends a sequential run
+# around the cache to an origin that takes 3 s per request (dm-delay).
+# The notifier must wait for them, woken when the last one completes
+# (pmc_around_put()), and not sleep out its bound (PMC_SHUTDOWN_WAIT,
+# 10 s): the guest is down in less than that.  Without the wake-up the
+# wait ends only at the bound (the count is 0 by then: no warning).
+SHUTDOWN_WAIT_S = int(re.search(r"#define PMC_SHUTDOWN_WAIT\s+\((\d+) \* HZ\)",
+                                (REPO / "dm-pmemcache/pmemcache.h").read_text()).group(1))
+AROUND = PRELUDE + r"""
+insmod %(ko)s || die insmod
+md_make md0 raid1 2 a
+s0=$(blockdev --getsz /dev/md0)
+dm_create slow "0 $s0 delay /dev/md0 0 3000" || die delay
+dm_create pc "0 $s0 pmemcache /dev/mapper/slow /dev/pmem0 4096 6 seq_bypass 64 high_watermark 100 low_watermark 100" ||
+	die create
+dd if=/dev/zero of=/dev/mapper/pc bs=256k count=8 oflag=direct 2> /dev/null &
+sleep 1
+echo "STATUS=$(dmsetup status pc)"
+pidof dd > /dev/null && echo DD_RUNNING=1
+echo GOING_DOWN=1
+poweroff -f
+"""
+NO_WAKE = ("\tif (unlikely(READ_ONCE(pc->shutting_down)))\n\t\twake_up_all(&pc->wb_wait);\n", "")
+
+
+@pytest.mark.parametrize("module", ["product"] + (["mutant"] if LONG else []))
+def test_going_down_waits_for_write_arounds_and_no_longer(vm, tmp_path, module):
+    files, ko = [], "/lib/modules/extra/dm-pmemcache.ko"
+    if module == "mutant":
+        # pmc_around_put() without its wake-up
+        src = vm_mutants.copy_module(tmp_path)
+        h = src / "pmemcache.h"
+        h.write_text(vm_mutants.apply_edits(h.read_text(), [NO_WAKE]))
+        assert vm_mutants.build_module(src, False, tmp_path / "build.log"), \
+            (tmp_path / "build.log").read_text()
+        files, ko = [(src / "dm-pmemcache.ko", "/test/mutant.ko")], "/test/mutant.ko"
+    proc, boot = vm.start(AROUND % dict(ko=ko), files=files, timeout=300, disk_size=256,
+                          pmem_size=64)
+    took = wait_down(proc, boot, 30)
+    run = GuestRun.load(None, boot)
+    check_reports(run)
+    # write-arounds were in flight at the call
+    st = parse_status(run.value("STATUS"))
+    assert st["write_around"] > 0 and run.value("DD_RUNNING") == "1", run.tail()
+    assert "origin writes still in flight" not in run.console, run.console[-3000:]
+    print("%s: down %.1f s after poweroff -f" % (module, took))
+    if module == "mutant":
+        assert took >= SHUTDOWN_WAIT_S, "the notifier without its wake-up was not seen"
+    else:
+        assert took < SHUTDOWN_WAIT_S, "the notifier slept out its bound"
