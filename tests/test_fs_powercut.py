@@ -215,6 +215,14 @@ if [ %(first)d = 1 ]; then
 fi
 mount -t ext4 /dev/mapper/e4 /mnt/ext4 || die "mount ext4"
 mount -t xfs /dev/mapper/xf /mnt/xfs || die "mount xfs"
+# a hung-task report prints the task's stack at KERN_INFO: on the console
+# too, where it survives the power cut
+echo 7 > /proc/sys/kernel/printk
+# Cleaner mode sends every write to the origin, synchronously and with
+# FUA: under TCG an ext4 commit then waits for 24 MiB of such writes on
+# raid5 (fsync in jbd2_log_wait_commit, ext4lazyinit on a buffer) well
+# past the 20 s hung-task bound.  Slow by design, not stuck: 120 s there.
+[ %(kind)s = cleaner ] && echo 120 > /proc/sys/kernel/hung_task_timeout_secs
 # page cache written out within a second or so, not after 30 s
 echo 100 > /proc/sys/vm/dirty_expire_centisecs
 echo 50 > /proc/sys/vm/dirty_writeback_centisecs
