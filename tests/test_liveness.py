@@ -461,14 +461,8 @@ def test_a_256_gib_namespace_full_of_records_loads_without_a_lockup_report(
     would prove nothing."""
     p = build(["make", "-s", "-C", str(HOST), "forge_full"])
     assert p.returncode == 0, p.stdout + p.stderr
-    files, ko = [], "/lib/modules/extra/dm-pmemcache.ko"
-    if module == "mutant":
-        src = vm_mutants.copy_module(tmp_path)
-        shim = src / "pmc_shim.h"
-        shim.write_text(vm_mutants.apply_edits(shim.read_text(), [NO_RESCHED]))
-        assert vm_mutants.build_module(src, False, tmp_path / "build.log"), \
-            (tmp_path / "build.log").read_text()
-        files, ko = [(src / "dm-pmemcache.ko", "/test/mutant.ko")], "/test/mutant.ko"
+    files, ko = vm_mutants.guest_module(
+        tmp_path, *(("pmc_shim.h", [NO_RESCHED]) if module == "mutant" else ()))
     sectors = 1 << 31                                   # a 1 TiB dm-zero origin
     img = vm.state / "pmem.img"
     img.unlink(missing_ok=True)

@@ -179,15 +179,9 @@ NO_WAKE = ("\tif (unlikely(READ_ONCE(pc->shutting_down)))\n\t\twake_up_all(&pc->
 
 @pytest.mark.parametrize("module", ["product"] + (["mutant"] if LONG else []))
 def test_going_down_waits_for_write_arounds_and_no_longer(vm, tmp_path, module):
-    files, ko = [], "/lib/modules/extra/dm-pmemcache.ko"
-    if module == "mutant":
-        # pmc_around_put() without its wake-up
-        src = vm_mutants.copy_module(tmp_path)
-        h = src / "pmemcache.h"
-        h.write_text(vm_mutants.apply_edits(h.read_text(), [NO_WAKE]))
-        assert vm_mutants.build_module(src, False, tmp_path / "build.log"), \
-            (tmp_path / "build.log").read_text()
-        files, ko = [(src / "dm-pmemcache.ko", "/test/mutant.ko")], "/test/mutant.ko"
+    # the mutant: pmc_around_put() without its wake-up
+    files, ko = vm_mutants.guest_module(
+        tmp_path, *(("pmemcache.h", [NO_WAKE]) if module == "mutant" else ()))
     proc, boot = vm.start(AROUND % dict(ko=ko), files=files, timeout=300, disk_size=256,
                           pmem_size=64)
     took = wait_down(proc, boot, 30)

@@ -233,6 +233,20 @@ def build_module(src, hooks, log):
     return p.returncode == 0
 
 
+def guest_module(tmp, mutant_file=None, edits=()):
+    """(files, path) for a guest script's insmod: the product module, or
+    with @edits made to dm-pmemcache/@mutant_file a mutant built from a
+    copy of it in @tmp (the build must succeed)."""
+    if not mutant_file:
+        return [], "/lib/modules/extra/dm-pmemcache.ko"
+    src = copy_module(tmp)
+    path = src / mutant_file
+    path.write_text(apply_edits(path.read_text(), edits))
+    log = Path(tmp) / "build.log"
+    assert build_module(src, False, log), log.read_text()
+    return [(src / "dm-pmemcache.ko", "/test/mutant.ko")], "/test/mutant.ko"
+
+
 def run_pytest(test, env, log):
     env = dict(os.environ, KCACHE=str(KCACHE), KBUILD=str(KBUILD), PMC_LONG="0",
                PMC_DURABLE_CHAINS="1", **env)
