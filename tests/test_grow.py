@@ -25,7 +25,9 @@ status 1
 mdadm --grow /dev/md0 --size=max --assume-clean || die "mdadm --grow"
 s1=$(blockdev --getsz /dev/md0)
 echo "SECTORS=$s0,$s1"
-dmsetup reload pc --table "0 $s1 pmemcache /dev/md0 /dev/pmem0 4096 $feat" || die "reload after the grow"
+# as pmemcachectl(8), "Growing the origin", says
+n=$s1
+dmsetup reload pc --table "$(dmsetup table pc | sed "s/^0 [0-9]* /0 $n /")" || die "reload after the grow"
 dmsetup resume pc || die resume
 status 2
 b=$(( (s1 - 65536) * 512 ))
