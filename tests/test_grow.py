@@ -6,8 +6,11 @@ and activate find the grown array by its UUID (the superblock keeps the
 size at format).  A shrunk origin is still refused: blocks beyond its end
 could never be written back.
 """
+import re
+
 from test_target import parse_status, pmemcache_module  # noqa: F401
 from test_target import run
+from vm import REPO
 
 JOB_A = "--rw=randwrite --bs=4k --size=16m --offset=0"
 
@@ -45,6 +48,7 @@ echo "CHECK_PAST=$(sed -n 's/^ *past size *\([0-9]*\) .*/\1/p' /tmp/o)"
 rc=0; pmemcachectl check /dev/pmem0 --origin /dev/md0 > /dev/null || rc=$?
 echo "CHECK_ORIGIN_RC=$rc"
 pmemcachectl activate /dev/pmem0 --name pc > /dev/null || die "activate after the grow"
+echo "VERSION=$(pmemcachectl --version | tail -1)"
 echo "TABLE=$(dmsetup table pc)"
 fio_check b /dev/mapper/pc --rw=randwrite --bs=4k --size=16m --offset=$b
 dmsetup message pc 0 flush || die flush
@@ -69,5 +73,9 @@ echo SHRUNK_REFUSED=1
     assert int(res.value("CHECK_PAST")) > 0 and res.value("CHECK_RC") == "4", res.tail()
     assert res.value("CHECK_ORIGIN_RC") == "4", res.tail()
     assert res.value("TABLE").startswith("0 %d pmemcache " % s1), res.value("TABLE")
+    # pmemcachectl --version names the loaded target's version (target.c)
+    tv = re.search(r"\.version = \{(\d+), (\d+), (\d+)\}",
+                   (REPO / "dm-pmemcache/target.c").read_text()).groups()
+    assert res.value("VERSION") == "target pmemcache %s" % ".".join(tv)
     assert res.value("SHRUNK_REFUSED") == "1"
     assert "origin size differs" in res.dmesg

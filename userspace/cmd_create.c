@@ -39,26 +39,36 @@
 #define DEF_HIGH_WM	50
 #define DEF_LOW_WM	45
 
-bool pmctl_target_registered(void)
+int pmctl_target_version(uint32_t version[3])
 {
 	struct dm_task *dmt = pmctl_dm_task(DM_DEVICE_LIST_VERSIONS, NULL);
 	struct dm_versions *v, *last;
-	bool found = false;
+	int found = 0;
 
 	if (!dmt || !dm_task_run(dmt)) {
 		if (dmt)
 			dm_task_destroy(dmt);
-		return true;	/* cannot tell: let the create speak */
+		return -1;
 	}
 	v = dm_task_get_versions(dmt);
 	do {
 		last = v;
-		if (!strcmp(v->name, PMCTL_TARGET))
-			found = true;
+		if (!strcmp(v->name, PMCTL_TARGET)) {
+			memcpy(version, v->version, sizeof(v->version));
+			found = 1;
+		}
 		v = (struct dm_versions *)((char *)v + v->next);
 	} while (last != v);
 	dm_task_destroy(dmt);
 	return found;
+}
+
+bool pmctl_target_registered(void)
+{
+	uint32_t version[3];
+
+	/* cannot tell: let the create speak */
+	return pmctl_target_version(version) != 0;
 }
 
 static int parse_feature(const char *opt, const char *arg, uint32_t min,

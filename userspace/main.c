@@ -13,6 +13,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <libdevmapper.h>
+
+#include "dm.h"
 #include "pmemcachectl.h"
 
 struct command {
@@ -179,6 +182,29 @@ void usage_cmd(const char *cmd, bool to_stderr)
 		fprintf(f, "  %-17s %s\n", pmctl_keys[i].name, pmctl_keys[i].what);
 }
 
+/* The tool's, libdevmapper's and the loaded target's versions. */
+static int print_versions(void)
+{
+	char lib[64] = "unknown";
+	uint32_t v[3];
+
+	printf("pmemcachectl %s\n", PMCTL_VERSION);
+	dm_get_library_version(lib, sizeof(lib));
+	printf("libdevmapper %s\n", lib);
+	pmctl_dm_log_init();
+	switch (pmctl_target_version(v)) {
+	case 1:
+		printf("target %s %u.%u.%u\n", PMCTL_TARGET, v[0], v[1], v[2]);
+		break;
+	case 0:
+		printf("target %s not loaded\n", PMCTL_TARGET);
+		break;
+	default:
+		printf("target %s unknown (device-mapper not usable)\n", PMCTL_TARGET);
+	}
+	return EXIT_OK;
+}
+
 static void usage(FILE *f)
 {
 	size_t i;
@@ -203,10 +229,8 @@ int main(int argc, char **argv)
 		usage(stdout);
 		return EXIT_OK;
 	}
-	if (!strcmp(argv[1], "-V") || !strcmp(argv[1], "--version")) {
-		printf("pmemcachectl %s\n", PMCTL_VERSION);
-		return EXIT_OK;
-	}
+	if (!strcmp(argv[1], "-V") || !strcmp(argv[1], "--version"))
+		return print_versions();
 	if (!strcmp(argv[1], "help")) {
 		if (argc < 3) {
 			usage(stdout);

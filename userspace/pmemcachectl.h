@@ -106,6 +106,8 @@ bool pmctl_table_has_flag(const char *params, const char *flag);
 struct create_opts;
 int pmctl_create_run(const struct create_opts *o);
 bool pmctl_target_registered(void);
+/* The loaded target's version: 1, 0 not loaded, -1 device-mapper unusable. */
+int pmctl_target_version(uint32_t version[3]);
 bool pmctl_valid_dm_name(const char *name);
 
 /* Command entry points: argv[0] is the command name. */
