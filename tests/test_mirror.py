@@ -217,9 +217,9 @@ def check_half(vm, half, allowed, args=SINGLE):
     return parse_status(res.value("STATUS2"))["dirty"], lost
 
 
-def cut_and_check_halves(vm, seed):
-    """One writer boot on the mirrored table, cut; then each half alone.
-    Returns (acknowledged writes, {half: (dirty, lost)})."""
+def write_on_the_pair_and_cut(vm, seed):
+    """The writer boot on the mirrored table, cut after some of its writes
+    were acknowledged: (the sectors each may hold, acknowledged writes)."""
     rng = random.Random(seed)
     proc, log = vm.start(MIRROR_PRELUDE + WRITER % dict(
         args=ARGS, seed=rng.randrange(1, 30000), nblocks=NBLOCKS),
@@ -230,6 +230,13 @@ def cut_and_check_halves(vm, seed):
         vm.power_cut(proc)
     allowed, nacked = expected_sectors_n(cut_console(log))
     assert nacked > 0
+    return allowed, nacked
+
+
+def cut_and_check_halves(vm, seed):
+    """One writer boot on the mirrored table, cut; then each half alone.
+    Returns (acknowledged writes, {half: (dirty, lost)})."""
+    allowed, nacked = write_on_the_pair_and_cut(vm, seed)
     # half B first: the single table on A may repair A, never B
     halves = {h: check_half(vm, h, allowed) for h in ("pmem1", "pmem0")}
     # then the pair again: each half was recovered alone, so they may
@@ -332,16 +339,7 @@ def test_store_helper_skipping_the_second_half_is_caught(vm, tmp_path, what, old
     either, be refused)."""
     ko = build_mutant(tmp_path, old, new)
     use_module(vm, ko)
-    rng = random.Random(32)
-    proc, log = vm.start(MIRROR_PRELUDE + WRITER % dict(
-        args=ARGS, seed=rng.randrange(1, 30000), nblocks=NBLOCKS),
-        pmem_size=PMEM_MB, pmem2_size=PMEM2_MB, timeout=600)
-    try:
-        wait_for_acks(log, rng.randrange(40, 100))
-    finally:
-        vm.power_cut(proc)
-    allowed, nacked = expected_sectors_n(cut_console(log))
-    assert nacked > 0
+    allowed, _ = write_on_the_pair_and_cut(vm, 32)
     _, lost = check_half(vm, "pmem1", allowed)
     assert lost, "mutant not caught (%s): half B alone holds every acknowledged write" % what
     refused = "table" in lost
@@ -435,16 +433,7 @@ def section(res, tag, allowed):
 def degraded_scenario(vm, seed):
     """The writer on the pair, cut; A alone (`mirror -`, then with
     `degraded`, then without); B back. Returns what each step showed."""
-    rng = random.Random(seed)
-    proc, log = vm.start(MIRROR_PRELUDE + WRITER % dict(
-        args=ARGS, seed=rng.randrange(1, 30000), nblocks=NBLOCKS),
-        pmem_size=PMEM_MB, pmem2_size=PMEM2_MB, timeout=600)
-    try:
-        wait_for_acks(log, rng.randrange(40, 100))
-    finally:
-        vm.power_cut(proc)
-    allowed, nacked = expected_sectors_n(cut_console(log))
-    assert nacked > 0
+    allowed, nacked = write_on_the_pair_and_cut(vm, seed)
     sub = dict(alone=ALONE, degraded=DEGRADED, b_first=B_FIRST, single=SINGLE,
                why=WHY_MISSING, nblocks=NBLOCKS, nsec=NBLOCKS * 8, new=NEW_BLOCKS)
     prelude = DEGRADED_PRELUDE % sub
