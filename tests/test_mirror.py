@@ -45,7 +45,7 @@ import pytest
 
 from test_bad_input import mbr
 from test_target import PRELUDE, parse_status, pmemcache_module  # noqa: F401
-from test_target_powercut import (WRITE_LOOP, cut_console, expected_sectors,
+from test_target_powercut import (READ_BACK, WRITE_LOOP, cut_console, expected_sectors,
                                   read_back, wait_for_acks)
 from vm import KBUILD, KSRC, REPO, build
 
@@ -190,13 +190,7 @@ mdadm --assemble --run /dev/md0 /dev/vda /dev/vdb /dev/vdc /dev/vdd 2>&1 || die 
 echo "0 $(blockdev --getsz /dev/md0) pmemcache /dev/md0 /dev/%(half)s 4096 %(args)s" > /tmp/t
 dm_create pc "$(cat /tmp/t)" || die "table on %(half)s"
 status 2
-dd if=/dev/mapper/pc of=/tmp/r bs=4096 count=%(nblocks)d iflag=direct 2>/dev/null || die read
-s=0
-while [ $s -lt %(nsec)d ]; do
-	echo "S $s $(dd if=/tmp/r bs=16 skip=$((s * 32)) count=1 2>/dev/null | tr -d '\000\n')"
-	s=$((s + 1))
-done
-dmsetup remove pc
+""" + READ_BACK + r"""dmsetup remove pc
 """
 
 # What only a failing check prints (the mutant's verdict keys on it).

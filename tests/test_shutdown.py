@@ -86,13 +86,7 @@ mdadm --assemble --run /dev/md0 %(devs)s 2>&1 || die assemble
 echo "MD_STATE=$(mdadm --detail /dev/md0 | sed -n 's/^ *State : //p' | tr -d ' ')"
 dm_create pc "$(pmc_table md0 '%(args)s')" || die reload
 status 2
-dd if=/dev/mapper/pc of=/tmp/r bs=4096 count=%(nblocks)d iflag=direct 2>/dev/null || die read
-s=0
-while [ $s -lt %(nsec)d ]; do
-	echo "S $s $(dd if=/tmp/r bs=16 skip=$((s * 32)) count=1 2>/dev/null | tr -d '\000\n')"
-	s=$((s + 1))
-done
-dmsetup message pc 0 flush || die flush
+""" + tp.READ_BACK + r"""dmsetup message pc 0 flush || die flush
 status 3
 dmsetup remove pc
 dd if=/dev/md0 of=/tmp/o bs=4096 count=%(nblocks)d iflag=direct 2>/dev/null || die "read md0"

@@ -64,18 +64,23 @@ md_make md0 raid5 4 a
 dm_create pc "$(pmc_table md0 '%(args)s')" || die create
 """ + WRITE_LOOP
 
-CHECK = r"""
-insmod /lib/modules/extra/dm-pmemcache.ko || die insmod
-mdadm --assemble --run /dev/md0 /dev/vda /dev/vdb /dev/vdc /dev/vdd 2>&1 || die assemble
-dm_create pc "$(pmc_table md0 '%(args)s')" || die reload
-status 2
+# Every sector of the first %(nblocks)d blocks of /dev/mapper/pc, one
+# "S <sector> <stamp>" line each (read_back()).
+READ_BACK = r"""
 dd if=/dev/mapper/pc of=/tmp/r bs=4096 count=%(nblocks)d iflag=direct 2>/dev/null || die read
 s=0
 while [ $s -lt %(nsec)d ]; do
 	echo "S $s $(dd if=/tmp/r bs=16 skip=$((s * 32)) count=1 2>/dev/null | tr -d '\000\n')"
 	s=$((s + 1))
 done
-dmsetup message pc 0 flush || die flush
+"""
+
+CHECK = r"""
+insmod /lib/modules/extra/dm-pmemcache.ko || die insmod
+mdadm --assemble --run /dev/md0 /dev/vda /dev/vdb /dev/vdc /dev/vdd 2>&1 || die assemble
+dm_create pc "$(pmc_table md0 '%(args)s')" || die reload
+status 2
+""" + READ_BACK + r"""dmsetup message pc 0 flush || die flush
 dmsetup remove pc
 dd if=/dev/md0 of=/tmp/o bs=4096 count=%(nblocks)d iflag=direct 2>/dev/null || die "read md0"
 cmp /tmp/r /tmp/o && echo ORIGIN_SAME=1

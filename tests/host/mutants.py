@@ -346,27 +346,22 @@ def main():
         print("%-10s unmutated %s -- %s" % ("control" if ok else "CAUGHT", "/".join(SHARED), why),
               flush=True)
         print("controls 1, not caught %d" % ok, flush=True)
-        caught = 0
-        for site in shared:
-            ok, why = check_mutant(builder, site, runs, args.long)
-            caught += ok
-            print("%-10s %s -- %s" % ("caught" if ok else "NOT CAUGHT", site[3], why),
-                  flush=True)
+        def run_group(sites):
+            """Check each mutant of @sites, one line each: how many were caught."""
+            n = 0
+            for site in sites:
+                ok, why = check_mutant(builder, site, runs, args.long)
+                n += ok
+                print("%-10s %s -- %s" % ("caught" if ok else "NOT CAUGHT", site[3], why),
+                      flush=True)
+            return n
+
+        caught = run_group(shared)
         bad += caught != len(shared)
-        pcaught = 0
-        for site in policy:
-            ok, why = check_mutant(builder, site, runs, args.long)
-            pcaught += ok
-            bad += not ok
-            print("%-10s %s -- %s" % ("caught" if ok else "NOT CAUGHT", site[3], why),
-                  flush=True)
-        rcaught = 0
-        for site in regress:
-            ok, why = check_mutant(builder, site, runs, args.long)
-            rcaught += ok
-            bad += not ok
-            print("%-10s %s -- %s" % ("caught" if ok else "NOT CAUGHT", site[3], why),
-                  flush=True)
+        pcaught = run_group(policy)
+        bad += len(policy) - pcaught
+        rcaught = run_group(regress)
+        bad += len(regress) - rcaught
         mcaught = mred = 0
         for site in model:
             if site[4] and not args.long:
