@@ -246,8 +246,7 @@ int pmc_mirror_start(struct pmemcache *pc, const struct pmc_origin_id *oid)
 		/* M1, durable before the first write is acknowledged */
 		if (pc->mirror.plan.mark_alone)
 			pmc_mirror_mark_alone(&h[from]);
-		pc->meta.base = h[from].base;
-		pc->meta.mirror = NULL;
+		pmc_meta_use_halves(&pc->meta, h[from].base, NULL);
 		pmc_health_set(pc, PMC_H_MIRROR_DEGRADED, 0);
 		DMINFO("%s: mirror: running on this half alone, generation %llu",
 		       pc->pmem_dev->name, h[from].info.generation);
@@ -280,7 +279,49 @@ int pmc_mirror_start(struct pmemcache *pc, const struct pmc_origin_id *oid)
 		return r;
 	}
 	/* Both halves equal: run on half 0 (pfns, badblocks), store to both. */
-	pc->meta.base = pc->kaddr;
-	pc->meta.mirror = pc->mirror.kaddr;
+	pmc_meta_use_halves(&pc->meta, pc->kaddr, pc->mirror.kaddr);
 	return 0;
+}
+
+/*
+ * M1 while running: a section (pmc_pmem_enter()) found the namespace of a
+ * live half gone.  The survivor records that it runs alone (a new
+ * generation, its partner stale) and the store is fenced before any store
+ * skips the lost half, so a write acknowledged on the survivor alone is
+ * never on a pair that the next start could take as in sync.  Reads, the
+ * pfns of writeback and badblocks move to the survivor.  Called inside a
+ * dax_read_lock() section: the survivor's mapping stays while it runs.
+ * Returns true if a half is left.
+ */
+bool pmc_mirror_lose(struct pmemcache *pc)
+{
+	struct pmc_mirror_dev *mr = &pc->mirror;
+	unsigned int live, lost = 0;
+	unsigned long flags;
+	u32 cur;
+
+	spin_lock_irqsave(&mr->lose_lock, flags);
+	live = pc->meta.live;
+	if ((live & 1) && !dax_alive(pc->dax))
+		lost |= 1;
+	if ((live & 2) && !dax_alive(mr->dax))
+		lost |= 2;
+	if (lost && lost != live) {
+		cur = (live & ~lost) == 2;
+		pmc_mirror_mark_alone(&mr->h[cur]);	/* M1, fenced */
+		if (cur) {
+			WRITE_ONCE(pc->pfn, mr->pfn);
+			WRITE_ONCE(mr->primary, 1);
+		}
+		pmc_meta_drop_half(&pc->meta, cur ^ 1);
+		pmc_health_set(pc, PMC_H_MIRROR_DEGRADED, -ENXIO);
+		DMERR("%s: mirror: lost the half on %s: running on %s alone, generation %llu",
+		      pc->pmem_dev->name,
+		      cur ? pc->pmem_dev->name : mr->dev->name,
+		      cur ? mr->dev->name : pc->pmem_dev->name,
+		      mr->h[cur].info.generation);
+		live &= ~lost;
+	}
+	spin_unlock_irqrestore(&mr->lose_lock, flags);
+	return lost != live;
 }

@@ -50,8 +50,9 @@ int pmc_bio_add_pmem(struct pmemcache *pc, struct bio *bio, u32 slot,
 {
 #ifdef PMC_HAVE_PFN_IO
 	u64 byte = pmc_meta_data_offset(&pc->meta, slot) + offset;
-	pfn_t pfn = __pfn_to_pfn_t(pfn_t_to_pfn(pc->pfn) + (byte >> PAGE_SHIFT),
-				   pc->pfn.val & PFN_FLAGS_MASK);
+	pfn_t base = READ_ONCE(pc->pfn);	/* moves if a half is lost */
+	pfn_t pfn = __pfn_to_pfn_t(pfn_t_to_pfn(base) + (byte >> PAGE_SHIFT),
+				   base.val & PFN_FLAGS_MASK);
 
 	return bio_add_pfn(bio, pfn, len, byte & ~PAGE_MASK);
 #else

@@ -75,6 +75,9 @@ static void pmc_meta_setup(struct pmc_meta *m, u8 *base, u64 pmem_bytes,
 	u32 shift = 0;
 
 	m->base = base;
+	m->half[0] = base;
+	m->half[1] = NULL;
+	m->live = 1;
 	m->pmem_bytes = pmem_bytes;
 	m->block_size = block_size;
 	while ((1U << shift) < block_size)
@@ -89,6 +92,20 @@ static struct pmc_record *pmc_rec(const struct pmc_meta *m, u32 slot)
 {
 	return (struct pmc_record *)(m->base + PMC_RECORDS_OFFSET +
 				     (u64)slot * PMC_RECORD_SIZE);
+}
+
+void pmc_meta_use_halves(struct pmc_meta *m, u8 *a, u8 *b)
+{
+	m->base = a;
+	m->half[0] = a;
+	m->half[1] = b;
+	m->live = b ? 3 : 1;
+}
+
+void pmc_meta_drop_half(struct pmc_meta *m, unsigned int lost)
+{
+	pmc_write_once(m->base, m->half[lost ^ 1]);
+	pmc_write_once(m->live, m->live & ~(1U << lost));
 }
 
 int pmc_meta_format(struct pmc_meta *m, u8 *base, u64 pmem_bytes,
@@ -112,7 +129,7 @@ int pmc_meta_format_pair(struct pmc_meta *m, u8 *base, u8 *mirror,
 		return r;
 	memset(m, 0, sizeof(*m));
 	pmc_meta_setup(m, base, pmem_bytes, block_size);
-	m->mirror = mirror;
+	pmc_meta_use_halves(m, base, mirror);
 	m->n_blocks = n;
 	m->data_offset = data_off;
 

@@ -24,8 +24,9 @@ struct pmc_origin_id {
 };
 
 struct pmc_meta {
-	u8 *base;		/* pmem kaddr of byte 0 of the namespace */
-	u8 *mirror;		/* the mirror's second half: byte 0, or NULL */
+	u8 *base;		/* byte 0 of the namespace reads use (pmem kaddr) */
+	u8 *half[2];		/* mirrored: byte 0 of each half; else half[1] NULL */
+	unsigned int live;	/* mirrored: bit i, half i takes stores */
 	u64 pmem_bytes;
 	u32 block_size;
 	u32 block_shift;
@@ -71,20 +72,43 @@ int pmc_meta_format_pair(struct pmc_meta *m, u8 *base, u8 *mirror,
 
 /*
  * The one store of the commit protocol (records, superblock, data): to
- * the cache's pmem and, mirrored, to the same offset of the second half,
- * both before the caller's fence.  So each half alone is a crash image
+ * the cache's pmem and, mirrored, to the same offset of every live half,
+ * all before the caller's fence.  So each half alone is a crash image
  * that holds every acknowledged write (docs/format.md, "Mirrored cache").
- * @dst lies in m->base's mapping.
+ * @dst lies in either half: m->base moves to the survivor when a half is
+ * lost while running (pmc_meta_drop_half()), and a caller may have taken
+ * @dst from the old one.  m->live is read once: it loses a half only after
+ * the survivor's M1 is durable.
  */
 static inline void pmc_meta_store(const struct pmc_meta *m, void *dst,
 				  const void *src, size_t len,
 				  enum pmc_ptag tag)
 {
-	pmc_pmem_write(dst, src, len, tag);
-	if (m->mirror)
-		pmc_pmem_write(m->mirror + ((u8 *)dst - m->base), src, len,
-			       tag);
+	unsigned int live;
+	u64 off;
+
+	if (!m->half[1]) {
+		pmc_pmem_write(dst, src, len, tag);
+		return;
+	}
+	off = (u8 *)dst - m->half[0];
+	if (off >= m->pmem_bytes)
+		off = (u8 *)dst - m->half[1];
+	live = pmc_read_once(m->live);
+	if (live & 1)
+		pmc_pmem_write(m->half[0] + off, src, len, tag);
+	if (live & 2)
+		pmc_pmem_write(m->half[1] + off, src, len, tag);
 }
+
+/* Run mirrored on halves @a and @b (or on @a alone if @b is NULL). */
+void pmc_meta_use_halves(struct pmc_meta *m, u8 *a, u8 *b);
+
+/*
+ * Half @lost is gone: from now on reads use the other and stores skip
+ * @lost.  The caller made the survivor's M1 durable first.
+ */
+void pmc_meta_drop_half(struct pmc_meta *m, unsigned int lost);
 
 /* Rebuild @idx (already initialised for m->n_blocks slots) from pmem. */
 int pmc_meta_recover(struct pmc_meta *m, struct pmc_index *idx,

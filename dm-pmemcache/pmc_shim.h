@@ -119,6 +119,8 @@ struct pmc_atomic64 {
 #define pmc_cmpxchg64(p, o, n)		cmpxchg64(p, o, n)
 #define pmc_ffs_long(w)			__ffs(w)
 #define pmc_cond_resched()		cond_resched()
+#define pmc_read_once(x)		READ_ONCE(x)
+#define pmc_write_once(x, v)		WRITE_ONCE(x, v)
 
 #define pmc_err(fmt, ...)	pr_err("device-mapper: pmemcache: " fmt "\n", ##__VA_ARGS__)
 #define pmc_warn(fmt, ...)	pr_warn("device-mapper: pmemcache: " fmt "\n", ##__VA_ARGS__)

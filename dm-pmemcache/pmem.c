@@ -22,14 +22,16 @@ int pmc_copy_from_pmem(void *dst, const void *src, size_t len)
 }
 
 /*
- * Does [@byte_off, @byte_off + @len) of the cache device overlap its
- * disk's badblocks list (poison the platform reported, or ranges written
- * to /sys/block/pmemN/badblocks)?  Such pmem is not read: the I/O fails
- * with -EIO instead.  Cheap while the list is empty.
+ * Does [@byte_off, @byte_off + @len) of the pmem device reads use (the
+ * survivor, once a mirror lost a half) overlap its disk's badblocks list
+ * (poison the platform reported, or ranges written to
+ * /sys/block/pmemN/badblocks)?  Such pmem is not read: the I/O fails with
+ * -EIO instead.  Cheap while the list is empty.
  */
 bool pmc_pmem_range_bad(struct pmemcache *pc, u64 byte_off, u32 len)
 {
-	struct block_device *bdev = pc->pmem_dev->bdev;
+	struct block_device *bdev = READ_ONCE(pc->mirror.primary) ?
+				    pc->mirror.dev->bdev : pc->pmem_dev->bdev;
 	struct badblocks *bb = bdev->bd_disk->bb;
 	sector_t first_bad;
 	int num_bad;
@@ -177,15 +179,23 @@ int pmc_mirror_claim(struct pmemcache *pc, char **error)
  * what pmem holds (dirty blocks included) is found again by the next table
  * load on the namespace.  The section may sleep (it is SRCU).
  *
+ * Mirrored, a section that finds a live half gone drops it first
+ * (pmc_mirror_lose(), M1) and goes on with the survivor; a section that
+ * began before the unbind may still use both: kill_dax() waits for it.
+ *
  * Returns the id for pmc_pmem_exit(), or -ENXIO if the namespace is gone.
  */
 int pmc_pmem_enter(struct pmemcache *pc)
 {
 	int id = dax_read_lock();
+	unsigned int live = READ_ONCE(pc->meta.live);
 
-	/* Mirrored: until a half can be dropped (M1), both must be there. */
-	if (likely(dax_alive(pc->dax)) &&
-	    (likely(!pc->mirror.dax) || dax_alive(pc->mirror.dax)))
+	if (unlikely(!pc->loaded))
+		live = pc->mirror.dax ? 3 : 1;	/* loading: every half mapped */
+	if (likely(!(live & 1) || dax_alive(pc->dax)) &&
+	    likely(!(live & 2) || dax_alive(pc->mirror.dax)))
+		return id;
+	if (pc->loaded && pc->mirror.dax && pmc_mirror_lose(pc))
 		return id;
 	dax_read_unlock(id);
 	/* Not while the table is being built: the load just fails. */

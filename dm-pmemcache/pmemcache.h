@@ -117,6 +117,8 @@ struct pmc_mirror_dev {
 	u64 bytes;		/* its size, whole pages */
 	struct pmc_mirror_half h[2];	/* 0: pmem_dev, 1: dev (mirror.c) */
 	struct pmc_mirror_plan plan;
+	spinlock_t lose_lock;	/* one pmc_mirror_lose() at a time */
+	u32 primary;		/* the half reads, badblocks and pfns use */
 };
 
 struct pmemcache {
@@ -368,6 +370,7 @@ static inline void pmc_note_foreground(struct pmemcache *pc)
 /* mirror.c */
 int pmc_mirror_check(struct pmemcache *pc, u8 **base, char **error);
 int pmc_mirror_start(struct pmemcache *pc, const struct pmc_origin_id *oid);
+bool pmc_mirror_lose(struct pmemcache *pc);
 
 /* recovery.c */
 int pmc_load_check(struct pmemcache *pc, char **error);

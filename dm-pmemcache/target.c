@@ -214,6 +214,7 @@ static int pmc_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	pc->full_wait_ms = PMC_DEF_FULL_WAIT_MS;
 	pc->route = PMC_ROUTE_AUTO;
 	spin_lock_init(&pc->free_lock);
+	spin_lock_init(&pc->mirror.lose_lock);
 	init_waitqueue_head(&pc->free_wait);
 	mutex_init(&pc->evict_lock);
 

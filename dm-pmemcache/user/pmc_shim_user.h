@@ -172,6 +172,8 @@ static inline bool pmc_test_and_clear_bit(unsigned long nr, unsigned long *a)
 #define div64_u64(a, b)		((u64)(a) / (u64)(b))
 #define pmc_ffs_long(w)		((unsigned long)__builtin_ctzl(w))
 #define pmc_cond_resched()	do { } while (0)
+#define pmc_read_once(x)	(*(const volatile __typeof__(x) *)&(x))
+#define pmc_write_once(x, v)	(*(volatile __typeof__(x) *)&(x) = (v))
 
 /* Provided by the program that links the shared code. */
 void pmc_pmem_write(void *dst, const void *src, size_t len, enum pmc_ptag tag);
