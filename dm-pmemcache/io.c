@@ -237,15 +237,24 @@ static int pmc_copy_to_bio(struct bio *bio, const u8 *block, u32 first,
 
 /*
  * Read sectors @mask of cache slot @slot into @bio (see pmc_copy_to_bio).
- * A range in the pmem disk's badblocks list is not read at all: -EIO.
+ * A range in the pmem disk's badblocks list is not read at all; on a
+ * media error a mirror reads the other half, else -EIO.
  */
 static int pmc_read_slot(struct pmemcache *pc, struct bio *bio, u32 slot,
 			 u32 first, u32 mask)
 {
-	if (pmc_pmem_range_bad(pc, pmc_meta_data_offset(&pc->meta, slot) +
-			       (first << SECTOR_SHIFT), bio->bi_iter.bi_size))
+	u64 off = pmc_meta_data_offset(&pc->meta, slot);
+	u64 at = off + (first << SECTOR_SHIFT);
+	const u8 *other;
+
+	if (!pmc_pmem_range_bad(pc, at, bio->bi_iter.bi_size) &&
+	    !pmc_copy_to_bio(bio, pmc_meta_data(&pc->meta, slot), first, mask))
+		return 0;
+	other = pmc_mirror_other_copy(pc, at, bio->bi_iter.bi_size);
+	if (!other || pmc_copy_to_bio(bio, other + off, first, mask))
 		return -EIO;
-	return pmc_copy_to_bio(bio, pmc_meta_data(&pc->meta, slot), first, mask);
+	pmc_count_mirror_read(pc, slot);
+	return 0;
 }
 
 static u32 pmc_bio_mask(struct pmemcache *pc, struct bio *bio, u32 *first)
@@ -495,26 +504,37 @@ static void pmc_lock_block(struct pmemcache *pc, struct pmc_stripe *st,
 	}
 }
 
+/* Sectors @keep of the pmem block at @src into @buf. */
+static int pmc_copy_kept(struct pmemcache *pc, u8 *buf, const u8 *src,
+			 u32 keep)
+{
+	u32 i;
+
+	for (i = 0; i < (1U << pc->spb_shift); i++)
+		if ((keep & BIT(i)) &&
+		    pmc_copy_from_pmem(buf + (i << SECTOR_SHIFT),
+				       src + (i << SECTOR_SHIFT), SECTOR_SIZE))
+			return -EIO;
+	return 0;
+}
+
 /* The block as it is to be: sectors @keep of @slot, then the bio's. */
 static int pmc_through_fill(struct pmemcache *pc, u8 *buf, struct bio *bio,
 			    u32 first, u32 slot, u32 keep)
 {
-	u32 i, off = first << SECTOR_SHIFT;
+	u64 boff = pmc_meta_data_offset(&pc->meta, slot);
+	u32 off = first << SECTOR_SHIFT;
 	struct bvec_iter iter;
 	struct bio_vec bv;
-	const u8 *src;
+	const u8 *other;
 
-	if (keep) {
-		if (pmc_pmem_range_bad(pc, pmc_meta_data_offset(&pc->meta, slot),
-				       pc->block_size))
+	if (keep && (pmc_pmem_range_bad(pc, boff, pc->block_size) ||
+		     pmc_copy_kept(pc, buf, pmc_meta_data(&pc->meta, slot),
+				   keep))) {
+		other = pmc_mirror_other_copy(pc, boff, pc->block_size);
+		if (!other || pmc_copy_kept(pc, buf, other + boff, keep))
 			return -EIO;
-		src = pmc_meta_data(&pc->meta, slot);
-		for (i = 0; i < (1U << pc->spb_shift); i++)
-			if ((keep & BIT(i)) &&
-			    pmc_copy_from_pmem(buf + (i << SECTOR_SHIFT),
-					       src + (i << SECTOR_SHIFT),
-					       SECTOR_SIZE))
-				return -EIO;
+		pmc_count_mirror_read(pc, slot);
 	}
 	bio_for_each_segment(bv, bio, iter) {
 		memcpy_from_bvec(buf + off, &bv);

@@ -28,10 +28,9 @@ int pmc_copy_from_pmem(void *dst, const void *src, size_t len)
  * /sys/block/pmemN/badblocks)?  Such pmem is not read: the I/O fails with
  * -EIO instead.  Cheap while the list is empty.
  */
-bool pmc_pmem_range_bad(struct pmemcache *pc, u64 byte_off, u32 len)
+static bool pmc_bdev_range_bad(struct block_device *bdev, u64 byte_off,
+			       u32 len)
 {
-	struct block_device *bdev = READ_ONCE(pc->mirror.primary) ?
-				    pc->mirror.dev->bdev : pc->pmem_dev->bdev;
 	struct badblocks *bb = bdev->bd_disk->bb;
 	sector_t first_bad;
 	int num_bad;
@@ -42,6 +41,57 @@ bool pmc_pmem_range_bad(struct pmemcache *pc, u64 byte_off, u32 len)
 			       DIV_ROUND_UP((byte_off & (SECTOR_SIZE - 1)) + len,
 					    SECTOR_SIZE),
 			       &first_bad, &num_bad) != 0;
+}
+
+bool pmc_pmem_range_bad(struct pmemcache *pc, u64 byte_off, u32 len)
+{
+	return pmc_bdev_range_bad(READ_ONCE(pc->mirror.primary) ?
+				  pc->mirror.dev->bdev : pc->pmem_dev->bdev,
+				  byte_off, len);
+}
+
+/*
+ * A mirror's second copy of [@byte_off, @byte_off + @len), for a read
+ * that met a media error on the half reads use: byte 0 of the other
+ * half, or NULL (one device, a half lost, or the range on the other
+ * half's badblocks list too).  Both halves hold the same bytes of every
+ * live block: its data was fenced on both (W2) before its record.
+ */
+const u8 *pmc_mirror_other_copy(struct pmemcache *pc, u64 byte_off, u32 len)
+{
+	/* both halves live: reads use half 0 */
+	if (READ_ONCE(pc->meta.live) != 3 ||
+	    pmc_bdev_range_bad(pc->mirror.dev->bdev, byte_off, len))
+		return NULL;
+	return pc->meta.half[1];
+}
+
+/*
+ * Copy the data of cache block @slot into @dst: from the half reads use,
+ * or after a media error there from a mirror's other half.  0 or -EIO.
+ */
+int pmc_read_block(struct pmemcache *pc, void *dst, u32 slot)
+{
+	u64 off = pmc_meta_data_offset(&pc->meta, slot);
+	const u8 *other;
+
+	if (!pmc_pmem_range_bad(pc, off, pc->block_size) &&
+	    !pmc_copy_from_pmem(dst, pmc_meta_data(&pc->meta, slot),
+				pc->block_size))
+		return 0;
+	other = pmc_mirror_other_copy(pc, off, pc->block_size);
+	if (!other || pmc_copy_from_pmem(dst, other + off, pc->block_size))
+		return -EIO;
+	pmc_count_mirror_read(pc, slot);
+	return 0;
+}
+
+/* A read was served from the other half. */
+void pmc_count_mirror_read(struct pmemcache *pc, u32 slot)
+{
+	atomic64_inc(&pc->st.mirror_reads);
+	DMWARN_LIMIT("%s: media error on cache block %u: read from the mirror's other half",
+		     pc->pmem_dev->name, slot);
 }
 
 /*

@@ -76,6 +76,7 @@ struct pmc_stats {
 	atomic64_t full_around;		/* ... and then went around */
 	atomic64_t full_through;	/* ... or replaced a cached copy through the origin */
 	atomic64_t full_timeouts;	/* ... after waiting all of full_wait */
+	atomic64_t mirror_reads;	/* media error on one half, read from the other */
 };
 
 /* Writeback rate controller state (wb_rate.c). */
@@ -290,6 +291,9 @@ void pmc_unclaim(struct pmemcache *pc);
 /* pmem.c */
 int pmc_pmem_claim(struct pmemcache *pc, char **error);
 int pmc_mirror_claim(struct pmemcache *pc, char **error);
+const u8 *pmc_mirror_other_copy(struct pmemcache *pc, u64 byte_off, u32 len);
+void pmc_count_mirror_read(struct pmemcache *pc, u32 slot);
+int pmc_read_block(struct pmemcache *pc, void *dst, u32 slot);
 void pmc_pmem_release(struct pmemcache *pc);
 int pmc_pmem_enter(struct pmemcache *pc);
 void pmc_pmem_exit(int id);

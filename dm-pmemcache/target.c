@@ -374,8 +374,9 @@ static void pmc_status(struct dm_target *ti, status_type_t type,
 		       atomic64_read(&s->wb_flushes),
 		       atomic64_read(&s->full_waits),
 		       atomic64_read(&s->full_around));
-		DMEMIT("%lld %lld %llu ", atomic64_read(&s->full_through),
-		       atomic64_read(&s->full_timeouts), bad);
+		DMEMIT("%lld %lld %llu %lld ", atomic64_read(&s->full_through),
+		       atomic64_read(&s->full_timeouts), bad,
+		       atomic64_read(&s->mirror_reads));
 		pmc_health_emit(pc, result, maxlen, &sz);
 		break;
 	case STATUSTYPE_TABLE:
@@ -434,6 +435,7 @@ static void pmc_clear_stats(struct pmemcache *pc)
 	atomic64_set(&s->full_around, 0);
 	atomic64_set(&s->full_through, 0);
 	atomic64_set(&s->full_timeouts, 0);
+	atomic64_set(&s->mirror_reads, 0);
 }
 
 /* "<tunable> <value>": change a feature while the cache runs. */

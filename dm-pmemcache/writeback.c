@@ -203,16 +203,17 @@ static bool pmc_wb_submit(struct pmemcache *pc, const struct pmc_wb_cand *c,
 		goto out;
 	}
 
+	/*
+	 * Never send known poison: a block on the badblocks list goes by a
+	 * bounce copy (a mirror's other half), or not at all (stays dirty).
+	 */
+	for (i = 0; io->pfn && i < n; i++)
+		if (pmc_wb_poisoned(pc, io->items[i].slot))
+			io->pfn = false;
 	for (i = 0; i < n; i++) {
 		struct pmc_wb_item *it = &io->items[i];
 		void *dst;
 
-		if (pmc_wb_poisoned(pc, it->slot)) {
-			/* Never send known poison; the block stays dirty. */
-			pmc_count_media_error(pc);
-			io->status = BLK_STS_MEDIUM;
-			continue;
-		}
 		if (io->pfn)
 			continue;
 		it->page = mempool_alloc(pc->page_pool,
@@ -225,8 +226,7 @@ static bool pmc_wb_submit(struct pmemcache *pc, const struct pmc_wb_cand *c,
 			break;
 		}
 		dst = kmap_local_page(it->page);
-		if (pmc_copy_from_pmem(dst, pmc_meta_data(&pc->meta, it->slot),
-				       pc->block_size)) {
+		if (pmc_read_block(pc, dst, it->slot)) {
 			pmc_count_media_error(pc);
 			io->status = BLK_STS_MEDIUM;
 		}

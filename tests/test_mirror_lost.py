@@ -28,7 +28,7 @@ import random
 from test_mirror import (ALONE, ARGS, LOST, MIRROR_PRELUDE, NBLOCKS, PMEM2_MB, PMEM_MB,
                          build_mutant, expected_sectors_n, use_module)
 from test_events import tool  # noqa: F401
-from test_target import parse_status
+from test_target import parse_status, pmemcache_module  # noqa: F401
 from test_target_powercut import READ_BACK, WRITE_LOOP, cut_console, read_back, wait_for_acks
 
 LOSE_AT = 30        # acknowledged writes before the unbind

@@ -559,7 +559,7 @@ def test_windowed_reads_run_clean_under_valgrind(tool, shm_path):
 
 
 STATUS = ("0 2097152 pmemcache 65536 100 65000 436 50 2 10 7 200 0 3 9 0 0 150 614400 0 0 0 "
-          "12.1 bounce - 0 29491 48 2 5 1 0 0 0 3 ok")
+          "12.1 bounce - 0 29491 48 2 5 1 0 0 0 3 0 ok")
 TABLE = "0 2097152 pmemcache 9:0 259:0 4096 4 high_watermark 60 low_watermark 40"
 
 STATUS_KEYS = {
@@ -576,7 +576,8 @@ STATUS_KEYS = {
     "ram_bytes_per_block": float, "ram_bytes": int, "route": str, "mode": str,
     "wb_rate_blocks_per_sec": int, "wb_target_dirty": int, "stripe_blocks": int,
     "wb_full_stripes": int, "wb_flushes": int, "full_waits": int, "full_around": int,
-    "full_through": int, "full_timeouts": int, "bad_slots": int, "health": str,
+    "full_through": int, "full_timeouts": int, "bad_slots": int, "mirror_reads": int,
+    "health": str,
     "dm_uuid": (str, type(None)),
 }
 
@@ -606,7 +607,7 @@ def test_status_json_schema_from_a_captured_line(tool):
     assert j["wb_target_dirty"] == 29491 and j["stripe_blocks"] == 48
     assert j["wb_full_stripes"] == 2 and j["wb_flushes"] == 5 and j["full_waits"] == 1
     assert j["full_through"] == 0 and j["full_timeouts"] == 0 and j["bad_slots"] == 3
-    assert j["health"] == "ok"
+    assert j["mirror_reads"] == 0 and j["health"] == "ok"
 
 
 def test_status_shows_the_dm_uuid(tool):
@@ -640,7 +641,7 @@ def test_human_status_from_a_captured_line(tool):
 
 # ----------------------------------------- columns through dm_report --
 CAPTURED = ("--status-line", STATUS, "--table-line", TABLE)
-STATUS_BAD = STATUS[:-len(" 3 ok")] + " 3 origin_failing,full"
+STATUS_BAD = STATUS[:-len(" 3 0 ok")] + " 3 0 origin_failing,full"
 UUID = "PMEMCACHE-01234567-89ab-cdef-0001-0203040506ff"
 
 
@@ -1430,7 +1431,7 @@ state() {
 	echo "$1_TABLE=$(dmsetup table pc)"
 	echo "$1_MODE=$(st 25)"
 	echo "$1_DIRTY=$(st 5)"
-	echo "$1_HEALTH=$(st 36)"
+	echo "$1_HEALTH=$(dmsetup status pc | awk '{print $NF}')"
 	echo "$1_STATE=$(dmsetup info pc | awk '/^State:/ {print $2}')"
 	echo "$1_TABLES=$(dmsetup info pc | sed -n 's/^Tables present: *//p')"
 	echo "$1_OPEN=$(dmsetup info -c --noheadings -o open pc)"

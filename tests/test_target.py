@@ -42,7 +42,8 @@ STATUS_FIELDS = [
     "wb_bounce_bytes", "wb_errors", "wb_notsupp", "media_errors",
     "ram_bytes_per_block", "route", "mode", "wb_rate", "wb_target",
     "stripe_blocks", "wb_full_stripes", "wb_flushes", "full_waits",
-    "full_around", "full_through", "full_timeouts", "bad_slots", "health",
+    "full_around", "full_through", "full_timeouts", "bad_slots", "mirror_reads",
+    "health",
 ]
 
 

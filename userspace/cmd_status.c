@@ -73,6 +73,9 @@ static void status_human(const char *name, const char *dm_uuid,
 	if (st->bad_slots)
 		printf("  %-18s %llu blocks out of use (pmem badblocks)\n",
 		       "bad pmem", (unsigned long long)st->bad_slots);
+	if (st->mirror_reads)
+		printf("  %-18s %llu media errors of one half read from the other\n",
+		       "mirror", (unsigned long long)st->mirror_reads);
 	printf("  %-18s %llu writeback, %llu media, %llu pfn refused\n", "errors",
 	       (unsigned long long)st->wb_errors, (unsigned long long)st->media_errors,
 	       (unsigned long long)st->wb_notsupp);

@@ -132,6 +132,8 @@ static const struct dm_report_field_type fields[] = {
 	NUM(S(full_timeouts), "full_timeouts", "FULL_TIMEOUTS",
 	    "Of those, waited all of full_wait."),
 	NUM(S(bad_slots), "bad_slots", "BAD_SLOTS", "Blocks out of use (pmem badblocks)."),
+	NUM(S(mirror_reads), "mirror_reads", "MIRROR_READS",
+	    "Media errors on one half served from the other."),
 	{ 0, 0, 0, 0, "", "", NULL, NULL },
 };
 

@@ -28,6 +28,7 @@ struct pmc_status {
 	uint64_t stripe_blocks, wb_full_stripes, wb_flushes;
 	uint64_t full_waits, full_around, full_through, full_timeouts;
 	uint64_t bad_slots;
+	uint64_t mirror_reads;	/* media error on one half, read from the other */
 	char health[64];	/* "ok" or conditions, comma separated */
 };
 
