@@ -61,6 +61,47 @@ bool pmc_io_evict(struct pmemcache *pc, struct pmc_meta *m,
 	return ok;
 }
 
+struct pmc_evict {
+	struct pmemcache *pc;
+	struct pmc_meta *m;
+	struct pmc_index *idx;
+	u32 victims[64];
+	unsigned int got;
+};
+
+/* pmc_take_fn: evict clean slot @s (slot word @v) if nobody holds it. */
+static bool pmc_evict_one(void *ctx, u32 s, u64 v)
+{
+	struct pmc_evict *e = ctx;
+
+	if (!pmc_io_evict(e->pc, e->m, e->idx, s, v))
+		return false;
+	e->victims[e->got++] = s;
+	return true;
+}
+
+/*
+ * O(log n) per block looked at, with a second chance for referenced
+ * blocks, never a scan of the whole index.
+ */
+unsigned int pmc_io_evict_clean(struct pmemcache *pc, struct pmc_meta *m,
+				struct pmc_index *idx, u32 *hand,
+				unsigned int want)
+{
+	struct pmc_evict e = { .pc = pc, .m = m, .idx = idx };
+
+	if (want > ARRAY_SIZE(e.victims))
+		want = ARRAY_SIZE(e.victims);
+	/* A cache full of dirty blocks: not even a look at the bitmap. */
+	if (!pmc_env_may_have_clean(pc))
+		return 0;
+	pmc_env_evict_lock(pc);
+	pmc_index_clock(idx, hand, want, pmc_evict_one, &e);
+	pmc_env_free_slots(pc, e.victims, e.got);
+	pmc_env_evict_unlock(pc);
+	return e.got;
+}
+
 u32 pmc_io_drop(struct pmemcache *pc, struct pmc_meta *m,
 		struct pmc_index *idx, u64 oblock)
 {

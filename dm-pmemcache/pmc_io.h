@@ -22,6 +22,14 @@ void pmc_env_around_dec(struct pmemcache *pc, u64 oblock);
 bool pmc_env_shutting_down(struct pmemcache *pc);
 /* A write through the cache of @oblock is between T1 and T2. */
 bool pmc_env_through_busy(struct pmemcache *pc, u64 oblock);
+/* Fewer blocks are free, quarantined or dirty than there are blocks. */
+bool pmc_env_may_have_clean(struct pmemcache *pc);
+/* One evictor at a time (it owns the clock hand). */
+void pmc_env_evict_lock(struct pmemcache *pc);
+void pmc_env_evict_unlock(struct pmemcache *pc);
+/* Slots for the free list, their records durably FREE. */
+void pmc_env_free_slots(struct pmemcache *pc, const u32 *slots,
+			unsigned int n);
 
 /* ---- the policy ------------------------------------------------------- */
 
@@ -47,6 +55,15 @@ bool pmc_io_around_get(struct pmemcache *pc, struct pmc_index *idx,
  */
 bool pmc_io_evict(struct pmemcache *pc, struct pmc_meta *m,
 		  struct pmc_index *idx, u32 s, u64 v);
+
+/*
+ * Evict up to @want (at most 64) clean blocks in clock order from @hand
+ * (pmc_index_clock()), each durably FREE (pmc_io_evict()), and give
+ * their slots to the free list.  Returns how many.
+ */
+unsigned int pmc_io_evict_clean(struct pmemcache *pc, struct pmc_meta *m,
+				struct pmc_index *idx, u32 *hand,
+				unsigned int want);
 
 /*
  * Under the stripe lock of @oblock: drop its cached copy for a discard
