@@ -102,6 +102,21 @@ POLICY = [
     ("pmc_io.c", "eviction does not check the slot again under the stripe lock",
      "\tif (READ_ONCE(idx->slot[s]) == v) {\n",
      "\tif (1) {\n"),
+    ("pmc_write.c", "a write does not wait for a write through the cache of its block (busy)",
+     "\twhile (pmc_env_through_busy(pc, oblock)) {\n",
+     "\twhile (0) {\n"),
+    ("pmc_write.c", "a write goes through the cache while an older copy is written back",
+     "\tif (pmc_index_inflight(idx, w->oblock)) {\n\t\tr = -EBUSY;\n",
+     "\tif (0) {\n\t\tr = -EBUSY;\n"),
+    ("pmc_write.c", "a failed origin write of a write-through (T1) is acknowledged",
+     "\tr = pmc_env_through_write(pc, t);\n",
+     "\tr = pmc_env_through_write(pc, t);\n\tr = 0;\n"),
+    ("pmc_write.c", "T2 drops the dirty copy although T1 failed",
+     "\tif (!r && t->slot != PMC_NO_SLOT) {\n",
+     "\tif (t->slot != PMC_NO_SLOT) {\n"),
+    ("pmc_write.c", "a full cache sends a cached block around the cache instead of through it",
+     "\t\tif (pmc_write_around(pc, idx, w))\n\t\t\treturn PMC_W_AROUND;\n\t\tr = pmc_write_through(pc, m, idx, w);\n",
+     "\t\tif (pmc_origin_write_get(pc, w->oblock))\n\t\t\treturn PMC_W_AROUND;\n\t\tr = pmc_write_through(pc, m, idx, w);\n"),
 ]
 
 FENCE_RE = re.compile(r"\b(pmc_pmem_fence|pmc_meta_fence)\s*\([^;]*\)")
