@@ -442,6 +442,11 @@ void pmc_env_free_slots(struct pmemcache *pc, const u32 *slots,
 	pmc_free_slots(pc, slots, n);
 }
 
+void pmc_env_resched(struct pmemcache *pc)
+{
+	cond_resched();
+}
+
 /* ---- pmc_env_*(): what the shared write policy (pmc_write.h) asks ---- */
 
 void pmc_env_stripe_lock_read(struct pmemcache *pc, u64 oblock)
@@ -703,27 +708,6 @@ static int pmc_map_write(struct pmemcache *pc, struct bio *bio)
 
 /* ---- discards --------------------------------------------------------- */
 
-static void pmc_drop_one(struct pmemcache *pc, u64 oblock, u32 *freed,
-			 unsigned int *nf)
-{
-	struct pmc_stripe *st = pmc_stripe_of(pc, oblock);
-	u32 f;
-
-	down_write(&st->lock);
-	f = pmc_io_drop(pc, &pc->meta, &pc->idx, oblock);
-	up_write(&st->lock);
-	if (f != PMC_NO_SLOT)
-		freed[(*nf)++] = f;
-}
-
-static void pmc_drop_flush(struct pmemcache *pc, u32 *freed, unsigned int *nf)
-{
-	/* Records durably FREE before the slots can be reused. */
-	pmc_meta_fence(PMC_P_FREE);
-	pmc_free_slots(pc, freed, *nf);
-	*nf = 0;
-}
-
 static void pmc_discard_release(struct pmemcache *pc, struct pmc_bio_data *d)
 {
 	unsigned int i;
@@ -781,37 +765,9 @@ static int pmc_map_discard(struct pmemcache *pc, struct bio *bio)
 	bool down = bdev_max_discard_sectors(pc->origin->bdev) &&
 		    pmc_discard_hold(pc, d, pmc_sector_to_block(pc, start),
 				     pmc_sector_to_block(pc, end - 1));
-	u32 freed[64];
-	unsigned int nf = 0;
-	u64 ob, s;
 
 	atomic64_inc(&pc->st.discards);
-	if (last > first && last - first > pc->meta.n_blocks) {
-		/* Huge range: walk the cache instead of the range. */
-		for (s = 0; s < pc->meta.n_blocks; s++) {
-			u64 v = READ_ONCE(pc->idx.slot[s]);
-
-			if (!(pmc_slot_flags(v) & PMC_SF_USED) ||
-			    pmc_slot_oblock(v) < first ||
-			    pmc_slot_oblock(v) >= last)
-				continue;
-			pmc_drop_one(pc, pmc_slot_oblock(v), freed, &nf);
-			if (nf == ARRAY_SIZE(freed))
-				pmc_drop_flush(pc, freed, &nf);
-			if (!(s & 4095))
-				cond_resched();
-		}
-	} else {
-		for (ob = first; ob < last; ob++) {
-			pmc_drop_one(pc, ob, freed, &nf);
-			if (nf == ARRAY_SIZE(freed))
-				pmc_drop_flush(pc, freed, &nf);
-			if (!((ob - first) & 4095))
-				cond_resched();
-		}
-	}
-	pmc_drop_flush(pc, freed, &nf);
-
+	pmc_io_discard(pc, &pc->meta, &pc->idx, first, last);
 	if (down) {
 		bio_set_dev(bio, pc->origin->bdev);
 		return DM_MAPIO_REMAPPED;

@@ -30,6 +30,8 @@ void pmc_env_evict_unlock(struct pmemcache *pc);
 /* Slots for the free list, their records durably FREE. */
 void pmc_env_free_slots(struct pmemcache *pc, const u32 *slots,
 			unsigned int n);
+/* A long loop may give the CPU away here. */
+void pmc_env_resched(struct pmemcache *pc);
 
 /* ---- the policy ------------------------------------------------------- */
 
@@ -72,5 +74,14 @@ unsigned int pmc_io_evict_clean(struct pmemcache *pc, struct pmc_meta *m,
  */
 u32 pmc_io_drop(struct pmemcache *pc, struct pmc_meta *m,
 		struct pmc_index *idx, u64 oblock);
+
+/*
+ * A discard of blocks [@first, @last): drop their cached copies, each
+ * durably FREE before its stripe lock is dropped (pmc_io_drop()), and
+ * give the slots to the free list, 64 at a time.  A range larger than
+ * the cache walks the cache instead.
+ */
+void pmc_io_discard(struct pmemcache *pc, struct pmc_meta *m,
+		    struct pmc_index *idx, u64 first, u64 last);
 
 #endif /* PMC_IO_H */

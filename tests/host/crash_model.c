@@ -5,7 +5,7 @@
  * The module's shared metadata code (pmc_meta.c, pmc_index.c), its
  * writeback policy (pmc_wb.c: look-up and claim, origin flush before
  * CLEAN, CLEAN or stale free, and pmc_index_wb_select()), its I/O policy
- * (pmc_io.c: st->around, eviction and its clock loop, discard drop) and
+ * (pmc_io.c: st->around, eviction and its clock loop, discard) and
  * its write policy (pmc_write.c: new block, overwrite, write-around,
  * write-through T0-T2, the full-cache wait) are compiled here against a
  * model of pmem and of the origin, and run by several simulated CPUs:
@@ -38,11 +38,11 @@
  *     pmc_io_evict_clean(), pmc_wb_look(), pmc_wb_claim(), ...), reached
  *     through their pmc_env_*() functions (below): the model has the
  *     locks, the waits, the origin, the bio's data and the oracle, which
- *     notes each write where the module orders it.  Still the model's:
- *     the discard loop and D2 (io.c pmc_map_discard()), the writeback
- *     submit and completion loops around pmc_wb.c (writeback.c), and a
- *     read holds the stripe lock for all its sectors (io.c reads a partly
- *     cached block's origin sectors after dropping it).
+ *     notes each write and discard where the module orders it.  Still
+ *     the model's: the writeback submit and completion loops around
+ *     pmc_wb.c (writeback.c), and a read holds the stripe lock for all
+ *     its sectors (io.c reads a partly cached block's origin sectors
+ *     after dropping it).
  *
  * At every fence of any CPU and at sampled stores, crash images are built
  * from the durable state plus a choice of the pending stores of all CPUs
@@ -118,7 +118,7 @@ enum brk {
 	BRK_NONE,
 	BRK_DATA_FENCE,		/* skip W2 */
 	BRK_RECORD_FENCE,	/* skip W4 */
-	BRK_FREE_FENCE,		/* skip W6, D1 and the eviction/discard fences */
+	BRK_FREE_FENCE,		/* skip W6, D1 and the eviction fence */
 	BRK_DATA_FLUSH,		/* data stores are never flushed */
 	BRK_RECORD_FLUSH,	/* record stores are never flushed */
 	BRK_FORMAT_ORDER,	/* skip the fence before the format commit */
@@ -1194,72 +1194,43 @@ static void op_write_cleaner(u32 s0, u32 ns)
 	split_write(s0, ns, write_cleaner);
 }
 
-/* io.c pmc_drop_flush() */
-static void drop_flush(u32 *freed, u32 *nf)
-{
-	/*
-	 * SITE: D2 discard fence, io.c; redundant: D1 fences each FREE before
-	 * the stripe lock is dropped
-	 */
-	pmc_meta_fence(PMC_P_FREE);
-	free_slots(freed, *nf);
-	*nf = 0;
-}
+/* The discard each CPU is in (its id, or 0) and the blocks it locked. */
+static u32 cur_discard[MAX_CPUS + 1];
+static u8 discard_seen[MAX_CPUS + 1][64];
 
-/* io.c pmc_drop_one() */
-static void drop_one(u32 ob, u32 did, u32 *freed, u32 *nf)
+/* The oracle: discard @did reaches block @ob under its stripe lock. */
+static void discard_block(u32 ob, u32 did)
 {
-	struct mlock *st = stripe_of(ob);
-	u32 s, f;
+	u32 s;
 
-	lock_w(st);
 	for (s = ob * SPB; s < (ob + 1) * SPB; s++)
 		ev_add(s, did, EV_DISCARD);
-	f = pmc_io_drop(&E, &E.m, &E.idx, ob);
-	trace("discard %u block %u freed %d", did, ob, (int)f);
-	unlock_w(st);
-	if (f != PMC_NO_SLOT)
-		freed[(*nf)++] = f;
+	discard_seen[cur_cpu][ob] = 1;
+	trace("discard %u block %u", did, ob);
 }
 
 /*
- * io.c pmc_map_discard(): whole blocks are dropped, partial ones keep
- * their data.  One fence per 64 freed slots and one at the end.
+ * io.c pmc_map_discard(): the module's pmc_io_discard() drops whole
+ * blocks; partial ones keep their data.
  */
 static void op_discard(u32 s0, u32 ns)
 {
 	u32 first = (s0 + SPB - 1) / SPB, last = (s0 + ns) / SPB;
-	u32 freed[64], nf = 0, ob, s, did = next_disc++;
+	u32 ob, s, did = next_disc++;
 
+	assert(n_oblocks <= sizeof(discard_seen[0]));
 	for (s = s0; s < s0 + ns; s++)
 		if (s / SPB < first || s / SPB >= last)
 			ev_add(s, did, EV_DISCARD);
-	if (last > first && last - first > E.m.n_blocks) {
-		/* Huge range: walk the cache instead of the range. */
-		u8 done[64] = { 0 };
-
-		assert(n_oblocks <= sizeof(done));
-
-		for (s = 0; s < E.m.n_blocks; s++) {
-			u64 v = E.idx.slot[s];
-
-			if (!(pmc_slot_flags(v) & PMC_SF_USED) ||
-			    pmc_slot_oblock(v) < first ||
-			    pmc_slot_oblock(v) >= last)
-				continue;
-			drop_one((u32)pmc_slot_oblock(v), did, freed, &nf);
-			done[pmc_slot_oblock(v)] = 1;
-		}
-		/* The oracle: blocks not cached are dropped too. */
-		for (ob = first; ob < last; ob++)
-			if (!done[ob])
-				for (s = ob * SPB; s < (ob + 1) * SPB; s++)
-					ev_add(s, did, EV_DISCARD);
-	} else {
-		for (ob = first; ob < last; ob++)
-			drop_one(ob, did, freed, &nf);
-	}
-	drop_flush(freed, &nf);
+	memset(discard_seen[cur_cpu], 0, sizeof(discard_seen[0]));
+	cur_discard[cur_cpu] = did;
+	pmc_io_discard(&E, &E.m, &E.idx, first, last);
+	cur_discard[cur_cpu] = 0;
+	/* The oracle: blocks not cached (a walk of the cache) are dropped too. */
+	for (ob = first; ob < last; ob++)
+		if (!discard_seen[cur_cpu][ob])
+			for (s = ob * SPB; s < (ob + 1) * SPB; s++)
+				ev_add(s, did, EV_DISCARD);
 	/* The origin ignores the discard (allowed: contents undefined). */
 	for (s = s0; s < s0 + ns; s++)
 		ev_set(s, did, EV_DISCARD, ST_ACKED);
@@ -1423,6 +1394,9 @@ static void wb_endio_work(void)
 void pmc_env_stripe_lock(struct pmemcache *pc, u64 oblock)
 {
 	lock_w(stripe_of(oblock));
+	/* In a discard, the module locks a block only to drop its copy. */
+	if (cur_discard[cur_cpu])
+		discard_block((u32)oblock, cur_discard[cur_cpu]);
 }
 
 void pmc_env_stripe_unlock(struct pmemcache *pc, u64 oblock)
@@ -1530,6 +1504,10 @@ void pmc_env_free_slots(struct pmemcache *pc, const u32 *slots,
 			unsigned int n)
 {
 	free_slots(slots, n);
+}
+
+void pmc_env_resched(struct pmemcache *pc)
+{
 }
 
 /*
@@ -2350,14 +2328,18 @@ static void scenario_torn_seq(void)
  */
 static void scenario_discard_window(void)
 {
-	u32 freed[64], nf = 0, did;
+	u32 freed, did;
 
 	world_reset();
 	cur_cpu = 0;
 	op_write(5 * SPB, SPB);			/* w1 */
 	cur_cpu = 1;
 	did = next_disc++;
-	drop_one(5, did, freed, &nf);		/* ... and blocks 6, 7, ... */
+	/* pmc_io_discard()'s first block; then blocks 6, 7, ... */
+	pmc_env_stripe_lock(&E, 5);
+	discard_block(5, did);
+	freed = pmc_io_drop(&E, &E.m, &E.idx, 5);
+	pmc_env_stripe_unlock(&E, 5);
 	cur_cpu = 0;
 	op_write(5 * SPB, SPB);			/* w2, acknowledged */
 	cur_cpu = 2;
@@ -2377,7 +2359,8 @@ static void scenario_discard_window(void)
 		   IMG_NONE);
 	scenario_check(img_pool[0], "scenario discard window");
 	cur_cpu = 1;
-	drop_flush(freed, &nf);
+	if (freed != PMC_NO_SLOT)
+		free_slots(&freed, 1);
 }
 
 static void run_scenarios(void)

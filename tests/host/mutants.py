@@ -11,7 +11,7 @@ A durability site is a line of dm-pmemcache/pmc_meta.c or pmc_index.c that
     fence makes it durable; the model has one half);
   - orders writeback (sets PMC_SF_WAITPREV): the mutant deletes it.
 The policy units pmc_wb.c (writeback), pmc_io.c (st->around, eviction,
-discard drop) and pmc_write.c (the write path: commit, around, through,
+discard) and pmc_write.c (the write path: commit, around, through,
 full cache) are shared code too: their fences are sites as above, and
 each of their decisions (POLICY) is turned wrong one at a time (the text
 of the real code must match exactly once).
@@ -21,8 +21,7 @@ VIOLATION (an abort of the model does not count).  Every mutant must be
 caught.
 
 The model's own copies of io.c steps (lines marked "SITE:" in
-crash_model.c: the discard loop's fence, the flush of a bio's data, the
-REQ_PREFLUSH fence) are mutated the same way and listed separately: they
+crash_model.c: the flush of a bio's data, the REQ_PREFLUSH fence) are mutated the same way and listed separately: they
 test the model's copy, not the module.
 
 usage: mutants.py [--long] [--only TEXT] [--list] [--keep]
