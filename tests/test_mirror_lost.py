@@ -137,12 +137,18 @@ def lost_half_run(vm, lose, seed=41):
     return dict(nacked=nacked, res=res, got=got, lost=lost, line=line)
 
 
-def test_half_a_lost_while_running_then_the_pair_copies_b_to_a(vm, tool):
-    r = lost_half_run(vm, "pmem0")
+def all_read_back(r):
+    """The next boot started and read back every acknowledged write."""
     res = r["res"]
     assert res.rc == 0, res.tail(20)
     assert len(r["got"]) == NBLOCKS * 8
     assert not r["lost"], "%s: %d: %s" % (LOST, len(r["lost"]), sorted(r["lost"].items())[:5])
+    return res
+
+
+def test_half_a_lost_while_running_then_the_pair_copies_b_to_a(vm, tool):
+    r = lost_half_run(vm, "pmem0")
+    res = all_read_back(r)
     assert res.values("COPIED") == ["B_TO_A"], res.values("COPIED")
     assert parse_status(res.value("STATUS3"))["health"] == "ok"
     print("half A lost after %d writes: %d acknowledged in all, %s; next boot copied B to A, "
@@ -151,11 +157,8 @@ def test_half_a_lost_while_running_then_the_pair_copies_b_to_a(vm, tool):
 
 def test_half_b_lost_while_running_then_a_starts_alone(vm, tool):
     r = lost_half_run(vm, "pmem1")
-    res = r["res"]
     # without M1, A cannot tell that it ran alone: refused without degraded
-    assert res.rc == 0, res.tail(20)
-    assert len(r["got"]) == NBLOCKS * 8
-    assert not r["lost"], "%s: %d: %s" % (LOST, len(r["lost"]), sorted(r["lost"].items())[:5])
+    res = all_read_back(r)
     assert parse_status(res.value("STATUS3"))["health"] == "mirror_degraded"
     print("half B lost after %d writes: %d acknowledged in all, %s; A alone (mirror -) "
           "started, lost 0" % (LOSE_AT, r["nacked"], r["line"]))
