@@ -14,6 +14,7 @@
 #include <linux/sched.h>
 
 #include "pmemcache.h"
+#include "pmc_write.h"
 
 /* ---- free slots ------------------------------------------------------ */
 
@@ -81,56 +82,14 @@ static bool pmc_have_free(struct pmemcache *pc)
 }
 
 /*
- * At least as many blocks as are clean: all but the free, the quarantined
- * and the dirty ones.  It may lag a writeback completion that is marking
- * blocks clean, never the other way round for long: the completion bumps
- * wb_done afterwards, and waiting writers look again then.
- */
-static bool pmc_may_have_clean(struct pmemcache *pc)
-{
-	return READ_ONCE(pc->idx.n_free) + atomic64_read(&pc->bad_slots) +
-	       atomic64_read(&pc->n_dirty) < pc->meta.n_blocks;
-}
-
-struct pmc_evict {
-	struct pmemcache *pc;
-	u32 victims[64];
-	unsigned int got;
-};
-
-/* pmc_take_fn: evict clean slot @s (slot word @v) if nobody holds it. */
-static bool pmc_evict_one(void *ctx, u32 s, u64 v)
-{
-	struct pmc_evict *e = ctx;
-	struct pmemcache *pc = e->pc;
-
-	if (!pmc_io_evict(pc, &pc->meta, &pc->idx, s, v))
-		return false;
-	e->victims[e->got++] = s;
-	return true;
-}
-
-/*
  * Evict up to @want clean blocks, in clock order over the clean bitmap of
- * the index with a second chance for referenced blocks (pmc_index_clock):
- * O(log n) per block looked at, never a scan of the whole index.  Each
- * record is made durably FREE before its stripe lock is dropped (E2,
- * pmc_io_evict()).
+ * the index (pmc_io_evict_clean()).  Each record is made durably FREE
+ * before its stripe lock is dropped (E2, pmc_io_evict()).
  */
 unsigned int pmc_evict_clean(struct pmemcache *pc, unsigned int want)
 {
-	struct pmc_evict e = { .pc = pc };
-
-	if (want > ARRAY_SIZE(e.victims))
-		want = ARRAY_SIZE(e.victims);
-	/* A cache full of dirty blocks: not even a look at the bitmap. */
-	if (!pmc_may_have_clean(pc))
-		return 0;
-	mutex_lock(&pc->evict_lock);
-	pmc_index_clock(&pc->idx, &pc->evict_hand, want, pmc_evict_one, &e);
-	pmc_free_slots(pc, e.victims, e.got);
-	mutex_unlock(&pc->evict_lock);
-	return e.got;
+	return pmc_io_evict_clean(pc, &pc->meta, &pc->idx, &pc->evict_hand,
+				  want);
 }
 
 /*
@@ -361,18 +320,22 @@ static int pmc_map_read(struct pmemcache *pc, struct bio *bio)
 
 /* ---- writes ----------------------------------------------------------- */
 
-/* A write through the cache (see pmc_write_through()). */
+/*
+ * A write through the cache (pmc_write.c: T0-T3, format.md "Write
+ * through the cache"): a write to a cached block when no slot is free, or
+ * in cleaner mode.  No lock is held across T1.  From before T1 to after
+ * T2 the block is busy (on pc->through_busy): another write of it waits
+ * in its map call.  Reads need nothing: one racing T1 may return the old
+ * or the new data, and a partial read no longer needs the copy once it
+ * began.
+ */
 struct pmc_through {
+	struct pmc_thru thru;	/* what pmc_write.c knows of it */
 	struct list_head busy;	/* on pc->through_busy */
 	struct work_struct work;
 	struct pmemcache *pc;
 	struct bio *bio;
-	struct pmc_stripe *st;
 	struct page *page;	/* the block as T1 writes it */
-	u64 oblock;
-	u64 v;			/* slot word of the dirty copy that T2 drops */
-	u32 slot;		/* its slot, or PMC_NO_SLOT */
-	u32 mask;		/* sectors that T1 writes */
 };
 
 /* Is a write through the cache of @oblock between T1 and T2? */
@@ -386,7 +349,7 @@ static bool pmc_through_busy(struct pmemcache *pc, struct pmc_stripe *st,
 		return false;
 	spin_lock(&pc->through_lock);
 	list_for_each_entry(t, &pc->through_busy, busy) {
-		if (t->oblock == oblock) {
+		if (t->thru.oblock == oblock) {
 			busy = true;
 			break;
 		}
@@ -395,7 +358,45 @@ static bool pmc_through_busy(struct pmemcache *pc, struct pmc_stripe *st,
 	return busy;
 }
 
-/* ---- pmc_env_*(): what the shared I/O policy (pmc_io.c) asks of us -- */
+/* Elements of pc->through_pool: a struct pmc_through and its page. */
+static void *pmc_through_alloc(gfp_t gfp, void *data)
+{
+	struct pmc_through *t = kmalloc(sizeof(*t), gfp);
+
+	if (!t)
+		return NULL;
+	t->page = alloc_page(gfp);
+	if (!t->page) {
+		kfree(t);
+		return NULL;
+	}
+	return t;
+}
+
+static void pmc_through_free(void *element, void *data)
+{
+	struct pmc_through *t = element;
+
+	__free_page(t->page);
+	kfree(t);
+}
+
+/* T1, then T2 for a dirty copy (pmc_write_through_done()), then T3. */
+static void pmc_through_work(struct work_struct *work)
+{
+	struct pmc_through *t = container_of(work, struct pmc_through, work);
+	struct pmemcache *pc = t->pc;
+	struct bio *bio = t->bio;
+	int r;
+
+	r = pmc_write_through_done(pc, &pc->meta, &pc->idx, &t->thru);
+	mempool_free(t, pc->through_pool);
+	if (r)
+		bio->bi_status = errno_to_blk_status(r);
+	bio_endio(bio);
+}
+
+/* ---- pmc_env_*(): what the shared I/O policy (pmc_io.h) asks of us -- */
 
 bool pmc_env_stripe_trylock(struct pmemcache *pc, u64 oblock)
 {
@@ -423,85 +424,123 @@ bool pmc_env_through_busy(struct pmemcache *pc, u64 oblock)
 }
 
 /*
- * Send a write of a block that is not in the cache straight to the origin,
- * if pmc_io_around_get() allows it; pmc_end_io() drops its st->around.
- * FUA: a later REQ_PREFLUSH completes at pmem speed and never flushes the
- * origin.
+ * At least as many blocks as are clean: all but the free, the quarantined
+ * and the dirty ones.  It may lag a writeback completion that is marking
+ * blocks clean, never the other way round for long: the completion bumps
+ * wb_done afterwards, and waiting writers look again then.
  */
-static bool pmc_write_around(struct pmemcache *pc, struct bio *bio,
-			     u64 oblock, struct pmc_stripe *st)
+bool pmc_env_may_have_clean(struct pmemcache *pc)
 {
-	bool around;
+	return READ_ONCE(pc->idx.n_free) + atomic64_read(&pc->bad_slots) +
+	       atomic64_read(&pc->n_dirty) < pc->meta.n_blocks;
+}
 
-	down_read(&st->lock);
-	around = pmc_io_around_get(pc, &pc->idx, oblock);
-	up_read(&st->lock);
-	if (!around)
+void pmc_env_evict_lock(struct pmemcache *pc)
+{
+	mutex_lock(&pc->evict_lock);
+}
+
+void pmc_env_evict_unlock(struct pmemcache *pc)
+{
+	mutex_unlock(&pc->evict_lock);
+}
+
+void pmc_env_free_slots(struct pmemcache *pc, const u32 *slots,
+			unsigned int n)
+{
+	pmc_free_slots(pc, slots, n);
+}
+
+void pmc_env_resched(struct pmemcache *pc)
+{
+	cond_resched();
+}
+
+/* ---- pmc_env_*(): what the shared write policy (pmc_write.h) asks ---- */
+
+void pmc_env_stripe_lock_read(struct pmemcache *pc, u64 oblock)
+{
+	down_read(&pmc_stripe_of(pc, oblock)->lock);
+}
+
+void pmc_env_stripe_unlock_read(struct pmemcache *pc, u64 oblock)
+{
+	up_read(&pmc_stripe_of(pc, oblock)->lock);
+}
+
+/* In the caller's map call (never in a work item): T1 ends it. */
+void pmc_env_through_wait(struct pmemcache *pc, u64 oblock)
+{
+	struct pmc_stripe *st = pmc_stripe_of(pc, oblock);
+
+	wait_event(pc->through_wait, !pmc_through_busy(pc, st, oblock));
+}
+
+u32 pmc_env_alloc_slot(struct pmemcache *pc, bool wait)
+{
+	u32 slot;
+
+	if (wait)
+		return pmc_alloc_slot(pc, pc->full_wait_ms);
+	slot = pmc_pop_usable(pc);
+	if (slot == PMC_NO_SLOT && pmc_evict_clean(pc, 32))
+		slot = pmc_pop_usable(pc);
+	return slot;
+}
+
+unsigned int pmc_env_epoch(struct pmemcache *pc)
+{
+	return atomic_read(&pc->epoch) & 3;
+}
+
+void pmc_env_dirty_inc(struct pmemcache *pc, unsigned int epoch)
+{
+	atomic64_inc(&pc->epoch_dirty[epoch]);
+	atomic64_inc(&pc->n_dirty);
+}
+
+void pmc_env_media_error(struct pmemcache *pc)
+{
+	pmc_count_media_error(pc);
+}
+
+unsigned long pmc_env_cleaner_until(struct pmemcache *pc)
+{
+	return jiffies + msecs_to_jiffies(PMC_CLEANER_WAIT_MS);
+}
+
+int pmc_env_wb_token(struct pmemcache *pc)
+{
+	return atomic_read(&pc->wb_done);
+}
+
+/* Each writeback completion bumps wb_done and wakes wb_wait. */
+bool pmc_env_wait_writeback(struct pmemcache *pc, int token,
+			    unsigned long until)
+{
+	if (time_after_eq(jiffies, until))
 		return false;
-	*pmc_bio_around(bio) = st;
-	atomic64_inc(&pc->st.write_around);
-	bio->bi_opf |= REQ_FUA;
-	bio_set_dev(bio, pc->origin->bdev);
+	wait_event_timeout(pc->wb_wait,
+			   atomic_read(&pc->wb_done) != token ||
+			   READ_ONCE(pc->suspended),
+			   max_t(long, until - jiffies, 1));
 	return true;
 }
 
-/* ---- writes through the cache to the origin ------------------------ */
-
-/*
- * A write to a cached block when no slot is free, or in cleaner mode.
- * Waiting for writeback could take for ever (the origin may be failing,
- * or rewritten blocks keep coming), so the write replaces the cached
- * copy through the origin (format.md, "Write through the cache"): T1
- * the new sectors, merged with those only the cached copy holds, go to
- * the origin with REQ_FUA; T2 the cached copy's record is made FREE and
- * fenced (before T1 if the copy is clean); T3 the bio completes.  If T1
- * fails, the bio fails with its error and a dirty cached copy stays as
- * it was.
- *
- * No lock is held across T1.  From before T1 to after T2 the block is
- * busy (on pc->through_busy): another write of it waits in its map call,
- * since one cached meanwhile would later be written back over T1 with
- * older sectors of the copy.  Writeback leaves the stripe alone
- * (st->around).  Reads need nothing: one racing T1 may return the old or
- * the new data, and a partial read no longer needs the copy once it began.
- */
-/* Elements of pc->through_pool: a struct pmc_through and its page. */
-static void *pmc_through_alloc(gfp_t gfp, void *data)
+void pmc_env_wait_room(struct pmemcache *pc, int token)
 {
-	struct pmc_through *t = kmalloc(sizeof(*t), gfp);
-
-	if (!t)
-		return NULL;
-	t->page = alloc_page(gfp);
-	if (!t->page) {
-		kfree(t);
-		return NULL;
-	}
-	return t;
+	wait_event_timeout(pc->free_wait, atomic_read(&pc->wb_done) != token,
+			   HZ);
 }
 
-static void pmc_through_free(void *element, void *data)
+int pmc_env_pmem_enter(struct pmemcache *pc)
 {
-	struct pmc_through *t = element;
-
-	__free_page(t->page);
-	kfree(t);
+	return pmc_pmem_enter(pc);
 }
 
-/*
- * Take @st's lock for writing once no write through the cache of @oblock
- * is in flight.  Waits in the caller's map call (never in a work item):
- * the one in flight ends when its origin write does.
- */
-static void pmc_lock_block(struct pmemcache *pc, struct pmc_stripe *st,
-			   u64 oblock)
+void pmc_env_pmem_exit(struct pmemcache *pc, int id)
 {
-	down_write(&st->lock);
-	while (pmc_through_busy(pc, st, oblock)) {
-		up_write(&st->lock);
-		wait_event(pc->through_wait, !pmc_through_busy(pc, st, oblock));
-		down_write(&st->lock);
-	}
+	pmc_pmem_exit(id);
 }
 
 /* Sectors @keep of the pmem block at @src into @buf. */
@@ -518,195 +557,110 @@ static int pmc_copy_kept(struct pmemcache *pc, u8 *buf, const u8 *src,
 	return 0;
 }
 
-/* The block as it is to be: sectors @keep of @slot, then the bio's. */
-static int pmc_through_fill(struct pmemcache *pc, u8 *buf, struct bio *bio,
-			    u32 first, u32 slot, u32 keep)
+/* May wait for a write through to complete: before any lock. */
+struct pmc_thru *pmc_env_through_alloc(struct pmemcache *pc,
+				       struct pmc_write *w)
 {
-	u64 boff = pmc_meta_data_offset(&pc->meta, slot);
+	struct pmc_through *t = mempool_alloc(pc->through_pool, GFP_NOIO);
+	struct pmc_fill *f = w->ctx;
+
+	t->pc = pc;
+	t->bio = f->bio;
+	return &t->thru;
+}
+
+void pmc_env_through_free(struct pmemcache *pc, struct pmc_thru *thru)
+{
+	mempool_free(container_of(thru, struct pmc_through, thru),
+		     pc->through_pool);
+}
+
+/*
+ * T0: sectors @keep of the cached copy (after a media error, from a
+ * mirror's other half), then the bio's, into the page.
+ */
+int pmc_env_through_fill(struct pmemcache *pc, struct pmc_thru *thru,
+			 struct pmc_write *w)
+{
+	struct pmc_through *t = container_of(thru, struct pmc_through, thru);
+	u8 *buf = page_address(t->page);
+	u32 first = t->bio->bi_iter.bi_sector & ((1U << pc->spb_shift) - 1);
+	u64 boff = pmc_meta_data_offset(&pc->meta, thru->slot);
 	u32 off = first << SECTOR_SHIFT;
 	struct bvec_iter iter;
 	struct bio_vec bv;
 	const u8 *other;
 
-	if (keep && (pmc_pmem_range_bad(pc, boff, pc->block_size) ||
-		     pmc_copy_kept(pc, buf, pmc_meta_data(&pc->meta, slot),
-				   keep))) {
+	if (thru->keep &&
+	    (pmc_pmem_range_bad(pc, boff, pc->block_size) ||
+	     pmc_copy_kept(pc, buf, pmc_meta_data(&pc->meta, thru->slot),
+			   thru->keep))) {
 		other = pmc_mirror_other_copy(pc, boff, pc->block_size);
-		if (!other || pmc_copy_kept(pc, buf, other + boff, keep))
+		if (!other || pmc_copy_kept(pc, buf, other + boff, thru->keep))
 			return -EIO;
-		pmc_count_mirror_read(pc, slot);
+		pmc_count_mirror_read(pc, thru->slot);
 	}
-	bio_for_each_segment(bv, bio, iter) {
+	bio_for_each_segment(bv, t->bio, iter) {
 		memcpy_from_bvec(buf + off, &bv);
 		off += bv.bv_len;
 	}
 	return 0;
 }
 
-/* T1: sectors @mask of @page to block @oblock of the origin, with FUA. */
-static int pmc_through_write(struct pmemcache *pc, struct page *page,
-			     u64 oblock, u32 mask)
+void pmc_env_through_mark(struct pmemcache *pc, struct pmc_thru *thru,
+			  bool busy)
 {
-	u32 spb = 1U << pc->spb_shift, a, b;
+	struct pmc_through *t = container_of(thru, struct pmc_through, thru);
+	struct pmc_stripe *st = pmc_stripe_of(pc, thru->oblock);
+
+	if (busy) {
+		atomic_inc(&st->through);
+		spin_lock(&pc->through_lock);
+		list_add(&t->busy, &pc->through_busy);
+		spin_unlock(&pc->through_lock);
+		return;
+	}
+	spin_lock(&pc->through_lock);
+	list_del(&t->busy);
+	spin_unlock(&pc->through_lock);
+	atomic_dec(&st->through);
+	wake_up_all(&pc->through_wait);
+}
+
+void pmc_env_through_start(struct pmemcache *pc, struct pmc_thru *thru)
+{
+	struct pmc_through *t = container_of(thru, struct pmc_through, thru);
+
+	INIT_WORK(&t->work, pmc_through_work);
+	queue_work(pc->wq, &t->work);
+}
+
+/* T1: sectors @thru->mask of the page to the origin, each run with FUA. */
+int pmc_env_through_write(struct pmemcache *pc, struct pmc_thru *thru)
+{
+	struct pmc_through *t = container_of(thru, struct pmc_through, thru);
+	u32 spb = 1U << pc->spb_shift, mask = thru->mask, a, b;
 	struct bio_vec bv;
 	struct bio bio;
-	int r;
+	int r = 0;
 
-	for (a = 0; a < spb; a = b) {
+	for (a = 0; a < spb && !r; a = b) {
 		for (b = a + 1; b < spb && !(mask & BIT(b)) == !(mask & BIT(a)); b++)
 			;
 		if (!(mask & BIT(a)))
 			continue;
 		bio_init(&bio, pc->origin->bdev, &bv, 1,
 			 REQ_OP_WRITE | REQ_SYNC | REQ_FUA);
-		bio.bi_iter.bi_sector = (oblock << pc->spb_shift) + a;
-		__bio_add_page(&bio, page, (b - a) << SECTOR_SHIFT,
+		bio.bi_iter.bi_sector = (thru->oblock << pc->spb_shift) + a;
+		__bio_add_page(&bio, t->page, (b - a) << SECTOR_SHIFT,
 			       a << SECTOR_SHIFT);
 		r = submit_bio_wait(&bio);
 		bio_uninit(&bio);
-		if (r)
-			return r;
 	}
-	return 0;
-}
-
-/*
- * T2: the cached copy @v in @slot durably FREE.  Not once the namespace
- * is gone: then the copy stays live in pmem.
- */
-static int pmc_through_drop(struct pmemcache *pc, u64 oblock, u64 v,
-			    u32 *freed)
-{
-	int id = pmc_pmem_enter(pc);
-
-	if (id < 0)
-		return id;
-	if (pmc_slot_flags(v) & PMC_SF_DIRTY)
-		pmc_dirty_dec(pc, v);
-	pmc_meta_drop_block(&pc->meta, &pc->idx, oblock, freed);
-	pmc_meta_fence(PMC_P_FREE);
-	pmc_pmem_exit(id);
-	return 0;
-}
-
-/* The block is no longer busy: whoever waits for it may go. */
-static void pmc_through_end(struct pmemcache *pc, struct pmc_through *t)
-{
-	spin_lock(&pc->through_lock);
-	list_del(&t->busy);
-	spin_unlock(&pc->through_lock);
-	atomic_dec(&t->st->through);
-	pmc_around_put(pc, t->st);
-	wake_up_all(&pc->through_wait);
-}
-
-/* T1, then T2 for a dirty copy, then T3. */
-static void pmc_through_work(struct work_struct *work)
-{
-	struct pmc_through *t = container_of(work, struct pmc_through, work);
-	struct pmemcache *pc = t->pc;
-	struct bio *bio = t->bio;
-	u32 freed = PMC_NO_SLOT;
-	int r;
-
-	r = pmc_through_write(pc, t->page, t->oblock, t->mask);
-	if (r) {
+	if (r)
 		pmc_health_set(pc, PMC_H_ORIGIN, r);
-	} else {
+	else
 		pmc_health_clear(pc, PMC_H_ORIGIN);
-		pmc_cut_point(PMC_CUT_THROUGH_T1);
-	}
-	/*
-	 * T2, durably FREE before the lock lets anyone see it gone.  A
-	 * discard may have dropped the copy meanwhile.  The namespace gone
-	 * now: the old copy stays live in pmem and wins over this write at
-	 * the next load, so the write must not succeed.
-	 */
-	if (!r && t->slot != PMC_NO_SLOT) {
-		down_write(&t->st->lock);
-		if (pc->idx.slot[t->slot] == t->v)
-			r = pmc_through_drop(pc, t->oblock, t->v, &freed);
-		up_write(&t->st->lock);
-	}
-	pmc_through_end(pc, t);
-	if (freed != PMC_NO_SLOT)
-		pmc_free_slots(pc, &freed, 1);
-	mempool_free(t, pc->through_pool);
-	if (r)
-		bio->bi_status = errno_to_blk_status(r);
-	bio_endio(bio);
-}
-
-/*
- * Send @bio through the cache to the origin (pmc_through_work() does T1
- * and T2).  -EBUSY: a copy of the block is being written back (that
- * origin write could land after this one); -ESHUTDOWN: the system goes
- * down.  st->around keeps writeback from starting one until T2 is done.
- */
-static int pmc_write_through(struct pmemcache *pc, struct bio *bio,
-			     u64 oblock, struct pmc_stripe *st)
-{
-	u32 first, mask = pmc_bio_mask(pc, bio, &first);
-	u32 keep = 0, freed = PMC_NO_SLOT;
-	struct pmc_through *t;
-	int r;
-
-	/* Before any lock: it may wait for a write through to complete. */
-	t = mempool_alloc(pc->through_pool, GFP_NOIO);
-	pmc_lock_block(pc, st, oblock);
-	if (pmc_index_inflight(&pc->idx, oblock)) {
-		r = -EBUSY;
-		goto unlock;
-	}
-	if (!pmc_origin_write_get(pc, oblock)) {
-		r = -ESHUTDOWN;
-		goto unlock;
-	}
-	t->slot = pmc_index_lookup(&pc->idx, oblock);
-	t->v = t->slot != PMC_NO_SLOT ? pc->idx.slot[t->slot] : 0;
-	if (t->slot != PMC_NO_SLOT)
-		keep = pmc_slot_mask(t->v) & ~mask;
-	r = pmc_through_fill(pc, page_address(t->page), bio, first, t->slot,
-			     keep);
-	if (r)
-		pmc_count_media_error(pc);
-	/*
-	 * A clean copy goes first: the origin holds its data, and a crash
-	 * after T1 must not leave it CLEAN over the newer data (it would be
-	 * read until evicted, then the origin's).  A dirty one goes after
-	 * T1: a crash before T2 leaves it dirty, so writeback puts it back.
-	 */
-	if (!r && t->slot != PMC_NO_SLOT && !(pmc_slot_flags(t->v) & PMC_SF_DIRTY)) {
-		r = pmc_through_drop(pc, oblock, t->v, &freed);
-		t->slot = PMC_NO_SLOT;
-	}
-	if (r) {
-		/* Handled: the bio fails with the error. */
-		pmc_around_put(pc, st);
-		bio->bi_status = errno_to_blk_status(r);
-		bio_endio(bio);
-		r = 0;
-		goto unlock;
-	}
-	t->pc = pc;
-	t->bio = bio;
-	t->st = st;
-	t->oblock = oblock;
-	t->mask = mask | keep;
-	atomic_inc(&st->through);
-	spin_lock(&pc->through_lock);
-	list_add(&t->busy, &pc->through_busy);
-	spin_unlock(&pc->through_lock);
-	up_write(&st->lock);
-	if (freed != PMC_NO_SLOT)
-		pmc_free_slots(pc, &freed, 1);
-	INIT_WORK(&t->work, pmc_through_work);
-	queue_work(pc->wq, &t->work);
-	return 0;
-
-unlock:
-	up_write(&st->lock);
-	mempool_free(t, pc->through_pool);
 	return r;
 }
 
@@ -731,147 +685,51 @@ static bool pmc_sequential(struct pmemcache *pc, struct bio *bio)
 }
 
 /*
- * cleaner: a write to a block whose copy is being written back waits for
- * that writeback (at most PMC_CLEANER_WAIT_MS), then goes through the
- * cache; caching it dirty again could keep a flush (detach) under a load
- * that rewrites one block from ever ending.  True if it went through.
+ * pmc_write() decides; here the bio is completed, sent on or left to the
+ * write through the cache.  Around the cache: pmc_end_io() drops its
+ * st->around; FUA, so that a later REQ_PREFLUSH completes at pmem speed
+ * and never flushes the origin.
  */
-static bool pmc_write_through_cleaner(struct pmemcache *pc, struct bio *bio,
-				      u64 oblock, struct pmc_stripe *st)
-{
-	unsigned long deadline = jiffies + msecs_to_jiffies(PMC_CLEANER_WAIT_MS);
-	int done, r;
-
-	for (;;) {
-		done = atomic_read(&pc->wb_done);
-		r = pmc_write_through(pc, bio, oblock, st);
-		if (r != -EBUSY)
-			break;
-		if (time_after_eq(jiffies, deadline))
-			break;
-		/* Each writeback completion bumps wb_done and wakes wb_wait. */
-		wait_event_timeout(pc->wb_wait,
-				   atomic_read(&pc->wb_done) != done ||
-				   READ_ONCE(pc->suspended),
-				   max_t(long, deadline - jiffies, 1));
-	}
-	if (r)
-		return false;
-	atomic64_inc(&pc->st.write_around);
-	return true;
-}
-
 static int pmc_map_write(struct pmemcache *pc, struct bio *bio)
 {
-	u64 oblock = pmc_sector_to_block(pc, bio->bi_iter.bi_sector);
-	struct pmc_stripe *st = pmc_stripe_of(pc, oblock);
-	u32 first, mask = pmc_bio_mask(pc, bio, &first);
-	struct pmc_fill fill = { .m = &pc->meta, .bio = bio, .first = first };
-	u32 slot, old, freed, epoch;
-	bool cleaner;
-	u64 ov;
-	int r;
+	struct pmc_fill fill = { .m = &pc->meta, .bio = bio };
+	struct pmc_write w = {
+		.oblock = pmc_sector_to_block(pc, bio->bi_iter.bi_sector),
+		.mask = pmc_bio_mask(pc, bio, &fill.first),
+		.cleaner = READ_ONCE(pc->cleaner),
+		.fill = pmc_fill_from_bio,
+		.ctx = &fill,
+	};
 
 	/* cleaner: no new blocks; seq_bypass: not for long sequential runs. */
-	cleaner = READ_ONCE(pc->cleaner);
-	if ((cleaner || pmc_sequential(pc, bio)) &&
-	    pmc_write_around(pc, bio, oblock, st))
-		return DM_MAPIO_REMAPPED;
-	/*
-	 * cleaner: no new dirty data either, or a flush (detach) under a
-	 * load that rewrites cached blocks might never end.  A cached block
-	 * is replaced through the origin, as in a full cache.
-	 */
-	if (cleaner && pmc_write_through_cleaner(pc, bio, oblock, st))
-		return DM_MAPIO_SUBMITTED;
-
-	/*
-	 * Cache full: wait for writeback at most full_wait.  Then a block
-	 * that is not cached goes around the cache, and a cached one replaces
-	 * its cached copy through the origin.  Only while a copy of the block
-	 * is being written back does the write wait longer: until that origin
-	 * write completed or failed.
-	 */
-	slot = pmc_alloc_slot(pc, pc->full_wait_ms);
-	while (slot == PMC_NO_SLOT) {
-		int done = atomic_read(&pc->wb_done);
-
-		if (pmc_write_around(pc, bio, oblock, st)) {
+	w.around_first = w.cleaner || pmc_sequential(pc, bio);
+	switch (pmc_write(pc, &pc->meta, &pc->idx, &w)) {
+	case PMC_W_CACHED:
+		atomic64_inc(w.hit ? &pc->st.write_hits : &pc->st.write_new);
+		pmc_writeback_note_dirty(pc);
+		bio_endio(bio);
+		break;
+	case PMC_W_AROUND:
+		*pmc_bio_around(bio) = pmc_stripe_of(pc, w.oblock);
+		atomic64_inc(&pc->st.write_around);
+		if (w.full)
 			atomic64_inc(&pc->st.full_around);
-			return DM_MAPIO_REMAPPED;
-		}
-		r = pmc_write_through(pc, bio, oblock, st);
-		if (!r) {
-			atomic64_inc(&pc->st.full_through);
-			return DM_MAPIO_SUBMITTED;
-		}
-		/* Going down: no room and no way to the origin.  Not acked. */
-		if (r == -ESHUTDOWN) {
-			bio_io_error(bio);
-			return DM_MAPIO_SUBMITTED;
-		}
-		wait_event_timeout(pc->free_wait,
-				   atomic_read(&pc->wb_done) != done, HZ);
-		slot = pmc_pop_usable(pc);
-		if (slot == PMC_NO_SLOT && pmc_evict_clean(pc, 32))
-			slot = pmc_pop_usable(pc);
+		bio->bi_opf |= REQ_FUA;
+		bio_set_dev(bio, pc->origin->bdev);
+		return DM_MAPIO_REMAPPED;
+	case PMC_W_THROUGH:
+		atomic64_inc(w.full ? &pc->st.full_through :
+			     &pc->st.write_around);
+		break;
+	case PMC_W_FAILED:
+		bio->bi_status = errno_to_blk_status(w.err);
+		bio_endio(bio);
+		break;
 	}
-	epoch = atomic_read(&pc->epoch) & 3;
-
-	pmc_lock_block(pc, st, oblock);
-	old = pmc_index_lookup(&pc->idx, oblock);
-	ov = old != PMC_NO_SLOT ? pc->idx.slot[old] : 0;
-	r = pmc_meta_write_block(&pc->meta, &pc->idx, oblock, mask, slot, epoch,
-				 pmc_fill_from_bio, &fill, &freed);
-	if (!r) {
-		/* A rewrite: the block stays longer once it is clean. */
-		if (old != PMC_NO_SLOT)
-			pmc_index_ref(&pc->idx, slot);
-		if (old != PMC_NO_SLOT && (pmc_slot_flags(ov) & PMC_SF_DIRTY))
-			pmc_dirty_dec(pc, ov);
-		atomic64_inc(&pc->epoch_dirty[epoch]);
-		atomic64_inc(&pc->n_dirty);
-	}
-	up_write(&st->lock);
-
-	if (r) {
-		/* No stray store of ours may land in the slot's next life. */
-		pmem_wmb();
-		pmc_free_slots(pc, &slot, 1);
-		pmc_count_media_error(pc);
-		bio_io_error(bio);
-		return DM_MAPIO_SUBMITTED;
-	}
-	if (freed != PMC_NO_SLOT)
-		pmc_free_slots(pc, &freed, 1);
-	atomic64_inc(old != PMC_NO_SLOT ? &pc->st.write_hits : &pc->st.write_new);
-	pmc_writeback_note_dirty(pc);
-	bio_endio(bio);
 	return DM_MAPIO_SUBMITTED;
 }
 
 /* ---- discards --------------------------------------------------------- */
-
-static void pmc_drop_one(struct pmemcache *pc, u64 oblock, u32 *freed,
-			 unsigned int *nf)
-{
-	struct pmc_stripe *st = pmc_stripe_of(pc, oblock);
-	u32 f;
-
-	down_write(&st->lock);
-	f = pmc_io_drop(pc, &pc->meta, &pc->idx, oblock);
-	up_write(&st->lock);
-	if (f != PMC_NO_SLOT)
-		freed[(*nf)++] = f;
-}
-
-static void pmc_drop_flush(struct pmemcache *pc, u32 *freed, unsigned int *nf)
-{
-	/* Records durably FREE before the slots can be reused. */
-	pmc_meta_fence(PMC_P_FREE);
-	pmc_free_slots(pc, freed, *nf);
-	*nf = 0;
-}
 
 static void pmc_discard_release(struct pmemcache *pc, struct pmc_bio_data *d)
 {
@@ -930,37 +788,9 @@ static int pmc_map_discard(struct pmemcache *pc, struct bio *bio)
 	bool down = bdev_max_discard_sectors(pc->origin->bdev) &&
 		    pmc_discard_hold(pc, d, pmc_sector_to_block(pc, start),
 				     pmc_sector_to_block(pc, end - 1));
-	u32 freed[64];
-	unsigned int nf = 0;
-	u64 ob, s;
 
 	atomic64_inc(&pc->st.discards);
-	if (last > first && last - first > pc->meta.n_blocks) {
-		/* Huge range: walk the cache instead of the range. */
-		for (s = 0; s < pc->meta.n_blocks; s++) {
-			u64 v = READ_ONCE(pc->idx.slot[s]);
-
-			if (!(pmc_slot_flags(v) & PMC_SF_USED) ||
-			    pmc_slot_oblock(v) < first ||
-			    pmc_slot_oblock(v) >= last)
-				continue;
-			pmc_drop_one(pc, pmc_slot_oblock(v), freed, &nf);
-			if (nf == ARRAY_SIZE(freed))
-				pmc_drop_flush(pc, freed, &nf);
-			if (!(s & 4095))
-				cond_resched();
-		}
-	} else {
-		for (ob = first; ob < last; ob++) {
-			pmc_drop_one(pc, ob, freed, &nf);
-			if (nf == ARRAY_SIZE(freed))
-				pmc_drop_flush(pc, freed, &nf);
-			if (!((ob - first) & 4095))
-				cond_resched();
-		}
-	}
-	pmc_drop_flush(pc, freed, &nf);
-
+	pmc_io_discard(pc, &pc->meta, &pc->idx, first, last);
 	if (down) {
 		bio_set_dev(bio, pc->origin->bdev);
 		return DM_MAPIO_REMAPPED;

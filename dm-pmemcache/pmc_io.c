@@ -61,6 +61,47 @@ bool pmc_io_evict(struct pmemcache *pc, struct pmc_meta *m,
 	return ok;
 }
 
+struct pmc_evict {
+	struct pmemcache *pc;
+	struct pmc_meta *m;
+	struct pmc_index *idx;
+	u32 victims[64];
+	unsigned int got;
+};
+
+/* pmc_take_fn: evict clean slot @s (slot word @v) if nobody holds it. */
+static bool pmc_evict_one(void *ctx, u32 s, u64 v)
+{
+	struct pmc_evict *e = ctx;
+
+	if (!pmc_io_evict(e->pc, e->m, e->idx, s, v))
+		return false;
+	e->victims[e->got++] = s;
+	return true;
+}
+
+/*
+ * O(log n) per block looked at, with a second chance for referenced
+ * blocks, never a scan of the whole index.
+ */
+unsigned int pmc_io_evict_clean(struct pmemcache *pc, struct pmc_meta *m,
+				struct pmc_index *idx, u32 *hand,
+				unsigned int want)
+{
+	struct pmc_evict e = { .pc = pc, .m = m, .idx = idx };
+
+	if (want > ARRAY_SIZE(e.victims))
+		want = ARRAY_SIZE(e.victims);
+	/* A cache full of dirty blocks: not even a look at the bitmap. */
+	if (!pmc_env_may_have_clean(pc))
+		return 0;
+	pmc_env_evict_lock(pc);
+	pmc_index_clock(idx, hand, want, pmc_evict_one, &e);
+	pmc_env_free_slots(pc, e.victims, e.got);
+	pmc_env_evict_unlock(pc);
+	return e.got;
+}
+
 u32 pmc_io_drop(struct pmemcache *pc, struct pmc_meta *m,
 		struct pmc_index *idx, u64 oblock)
 {
@@ -76,4 +117,56 @@ u32 pmc_io_drop(struct pmemcache *pc, struct pmc_meta *m,
 	pmc_meta_drop_block(m, idx, oblock, &f);
 	pmc_cut_point(PMC_CUT_DISCARD_D1);
 	return f;
+}
+
+struct pmc_discard {
+	u32 freed[64];
+	unsigned int n;
+};
+
+static void pmc_discard_one(struct pmemcache *pc, struct pmc_meta *m,
+			    struct pmc_index *idx, u64 oblock,
+			    struct pmc_discard *d)
+{
+	u32 f;
+
+	pmc_env_stripe_lock(pc, oblock);
+	f = pmc_io_drop(pc, m, idx, oblock);
+	pmc_env_stripe_unlock(pc, oblock);
+	if (f == PMC_NO_SLOT)
+		return;
+	d->freed[d->n++] = f;
+	/* D2: no fence of its own, D1 fenced each record FREE */
+	if (d->n == ARRAY_SIZE(d->freed)) {
+		pmc_env_free_slots(pc, d->freed, d->n);
+		d->n = 0;
+	}
+}
+
+void pmc_io_discard(struct pmemcache *pc, struct pmc_meta *m,
+		    struct pmc_index *idx, u64 first, u64 last)
+{
+	struct pmc_discard d = { .n = 0 };
+	u64 ob, s;
+
+	if (last > first && last - first > m->n_blocks) {
+		for (s = 0; s < m->n_blocks; s++) {
+			u64 v = READ_ONCE(idx->slot[s]);
+
+			if ((pmc_slot_flags(v) & PMC_SF_USED) &&
+			    pmc_slot_oblock(v) >= first &&
+			    pmc_slot_oblock(v) < last)
+				pmc_discard_one(pc, m, idx, pmc_slot_oblock(v),
+						&d);
+			if (!(s & 4095))
+				pmc_env_resched(pc);
+		}
+	} else {
+		for (ob = first; ob < last; ob++) {
+			pmc_discard_one(pc, m, idx, ob, &d);
+			if (!((ob - first) & 4095))
+				pmc_env_resched(pc);
+		}
+	}
+	pmc_env_free_slots(pc, d.freed, d.n);
 }

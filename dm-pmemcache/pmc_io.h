@@ -22,6 +22,16 @@ void pmc_env_around_dec(struct pmemcache *pc, u64 oblock);
 bool pmc_env_shutting_down(struct pmemcache *pc);
 /* A write through the cache of @oblock is between T1 and T2. */
 bool pmc_env_through_busy(struct pmemcache *pc, u64 oblock);
+/* Fewer blocks are free, quarantined or dirty than there are blocks. */
+bool pmc_env_may_have_clean(struct pmemcache *pc);
+/* One evictor at a time (it owns the clock hand). */
+void pmc_env_evict_lock(struct pmemcache *pc);
+void pmc_env_evict_unlock(struct pmemcache *pc);
+/* Slots for the free list, their records durably FREE. */
+void pmc_env_free_slots(struct pmemcache *pc, const u32 *slots,
+			unsigned int n);
+/* A long loop may give the CPU away here. */
+void pmc_env_resched(struct pmemcache *pc);
 
 /* ---- the policy ------------------------------------------------------- */
 
@@ -49,11 +59,29 @@ bool pmc_io_evict(struct pmemcache *pc, struct pmc_meta *m,
 		  struct pmc_index *idx, u32 s, u64 v);
 
 /*
+ * Evict up to @want (at most 64) clean blocks in clock order from @hand
+ * (pmc_index_clock()), each durably FREE (pmc_io_evict()), and give
+ * their slots to the free list.  Returns how many.
+ */
+unsigned int pmc_io_evict_clean(struct pmemcache *pc, struct pmc_meta *m,
+				struct pmc_index *idx, u32 *hand,
+				unsigned int want);
+
+/*
  * Under the stripe lock of @oblock: drop its cached copy for a discard
  * (D1: durably FREE on return).  Returns a slot for the free list, or
  * PMC_NO_SLOT.
  */
 u32 pmc_io_drop(struct pmemcache *pc, struct pmc_meta *m,
 		struct pmc_index *idx, u64 oblock);
+
+/*
+ * A discard of blocks [@first, @last): drop their cached copies, each
+ * durably FREE before its stripe lock is dropped (pmc_io_drop()), and
+ * give the slots to the free list, 64 at a time.  A range larger than
+ * the cache walks the cache instead.
+ */
+void pmc_io_discard(struct pmemcache *pc, struct pmc_meta *m,
+		    struct pmc_index *idx, u64 first, u64 last);
 
 #endif /* PMC_IO_H */

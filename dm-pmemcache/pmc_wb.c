@@ -7,6 +7,21 @@
  */
 #include "pmc_wb.h"
 
+bool pmc_wb_look(struct pmemcache *pc, struct pmc_index *idx, u64 oblock,
+		 struct pmc_wb_cand *c)
+{
+	u32 s;
+
+	pmc_env_stripe_lock_read(pc, oblock);
+	s = pmc_index_lookup(idx, oblock);
+	if (s != PMC_NO_SLOT) {
+		c->slot = s;
+		c->v = READ_ONCE(idx->slot[s]);
+	}
+	pmc_env_stripe_unlock_read(pc, oblock);
+	return s != PMC_NO_SLOT;
+}
+
 bool pmc_wb_claim(struct pmemcache *pc, struct pmc_index *idx,
 		  const struct pmc_wb_cand *c)
 {

@@ -23,6 +23,9 @@ struct pmemcache;
 /* The write lock of the index stripe of @oblock. */
 void pmc_env_stripe_lock(struct pmemcache *pc, u64 oblock);
 void pmc_env_stripe_unlock(struct pmemcache *pc, u64 oblock);
+/* ... and for reading. */
+void pmc_env_stripe_lock_read(struct pmemcache *pc, u64 oblock);
+void pmc_env_stripe_unlock_read(struct pmemcache *pc, u64 oblock);
 /*
  * A write of ours to the origin (around or through the cache) is in
  * flight in the stripe of @oblock (st->around); under the stripe lock.
@@ -36,6 +39,13 @@ void pmc_env_dirty_dec(struct pmemcache *pc, u64 v);
 void pmc_env_wb_quarantined(struct pmemcache *pc, u32 slot, u64 v);
 
 /* ---- the policy ------------------------------------------------------- */
+
+/*
+ * The live copy of @oblock, under its stripe lock: true and @c filled in
+ * if the block is cached (pmc_wb_ops.look).
+ */
+bool pmc_wb_look(struct pmemcache *pc, struct pmc_index *idx, u64 oblock,
+		 struct pmc_wb_cand *c);
 
 /*
  * Claim the block of @c for writeback (PMC_SF_WB) if its slot word is

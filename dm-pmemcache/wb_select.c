@@ -56,21 +56,12 @@ void pmc_select_start(struct pmemcache *pc)
 	pmc_index_wb_build(&pc->idx, pc->stripe_blocks, pc->meta.full_mask);
 }
 
-/* pmc_wb_ops.look: the live copy of @oblock, under its stripe lock. */
-static bool pmc_wb_look(void *ctx, u64 oblock, struct pmc_wb_cand *c)
+/* pmc_wb_ops.look: the live copy of @oblock (pmc_wb_look(), shared). */
+static bool pmc_wb_select_look(void *ctx, u64 oblock, struct pmc_wb_cand *c)
 {
 	struct pmemcache *pc = ctx;
-	struct pmc_stripe *st = pmc_stripe_of(pc, oblock);
-	u32 s;
 
-	down_read(&st->lock);
-	s = pmc_index_lookup(&pc->idx, oblock);
-	if (s != PMC_NO_SLOT) {
-		c->slot = s;
-		c->v = READ_ONCE(pc->idx.slot[s]);
-	}
-	up_read(&st->lock);
-	return s != PMC_NO_SLOT;
+	return pmc_wb_look(pc, &pc->idx, oblock, c);
 }
 
 /*
@@ -88,7 +79,7 @@ static bool pmc_wb_select_claim(void *ctx, const struct pmc_wb_cand *c,
 }
 
 static const struct pmc_wb_ops pmc_wb_select_ops = {
-	.look = pmc_wb_look,
+	.look = pmc_wb_select_look,
 	.claim = pmc_wb_select_claim,
 };
 

@@ -25,7 +25,7 @@ TEST=tests/test_fault_injection.py::test_faults_injected_while_writing_through_a
 # name|file|python expression on the file's text s (must change it)
 MUTANTS=(
 	"failed write-around acknowledged (pmc_end_io)|io.c|s.replace('\tif (*error)\n\t\tpmc_health_set(pc, PMC_H_ORIGIN, blk_status_to_errno(*error));', '\tif (*error) {\n\t\tpmc_health_set(pc, PMC_H_ORIGIN, blk_status_to_errno(*error));\n\t\t*error = BLK_STS_OK;\n\t}', 1)"
-	"failed write-through acknowledged (pmc_through_work)|io.c|s.replace('\t\tr = pmc_through_write(pc, t->page, oblock, mask | keep);\n\t\tif (r)', '\t\tr = pmc_through_write(pc, t->page, oblock, mask | keep);\n\t\tr = 0;\n\t\tif (r)', 1)"
+	"failed write-through acknowledged (pmc_write_through_done)|pmc_write.c|s.replace('\tr = pmc_env_through_write(pc, t);\n', '\tr = pmc_env_through_write(pc, t);\n\tr = 0;\n', 1)"
 	"model: failed writes taken as acknowledged|-|strict"
 )
 

@@ -5,10 +5,12 @@ in userspace over a model of pmem where each simulated CPU's stores stay
 volatile until flushed and fenced by that CPU, run by several CPUs under a
 seeded scheduler), runs it, and checks what it prints.  No VM, no kernel.
 
-tests/host/mutants.py removes every fence and flush of the real
-pmc_meta.c / pmc_index.c / pmc_wb.c and turns each decision of the
-writeback policy pmc_wb.c wrong, one at a time, and requires the model
-to catch each mutant.
+The model runs the module's write, write-through, eviction, writeback
+claim and CLEAN decisions (pmc_write.c, pmc_io.c, pmc_wb.c), not copies
+of them.  tests/host/mutants.py removes every fence and flush of the real
+pmc_meta.c / pmc_index.c / pmc_wb.c / pmc_io.c / pmc_write.c and turns
+each decision of those policy units wrong, one at a time, and requires
+the model to catch each mutant.
 
 The long forms (>= 1,000,000 crash states; every mutant caught by each of
 5 long runs) are enabled with PMC_LONG=1 (or LONG=1), as `make test-long`
@@ -61,6 +63,10 @@ def test_every_acknowledged_write_survives_crashes(crash_model, seed):
     assert r["format_states"] > 0
     # the interleavings the model is there for did happen
     assert r["restarts"] > 0 and r["writebacks"] > 0 and r["evictions"] > 0
+    # ... and the paths past the cache: around it, through it, from a
+    # full cache, and origin writes of ours that failed
+    assert r["arounds"] > 0 and r["throughs"] > 0 and r["full_cache"] > 0
+    assert r["origin_write_failures"] > 0
     assert r["violations"] == 0, r["stderr"][-2000:]
     assert r["bad_states"] == 0
     assert r["rc"] == 0
@@ -90,7 +96,8 @@ def test_every_durability_site_mutant_is_caught(crash_model, figures):
         "%d / %d%s" % (sites, caught, " (5 long runs each)" if LONG else "")
     pm = re.search(r"I/O policy mutants (\d+), caught (\d+)", p.stdout)
     assert pm, p.stdout
-    figures["I/O policy mutants (pmc_wb.c, pmc_io.c) / caught"] = "%s / %s" % pm.groups()
+    figures["I/O policy mutants (pmc_wb.c, pmc_io.c, pmc_write.c) / caught"] = \
+        "%s / %s" % pm.groups()
     rg = re.search(r"fixed protocol bugs put back (\d+), caught (\d+)", p.stdout)
     assert rg, p.stdout
     figures["fixed protocol bugs put back / caught"] = "%s / %s" % rg.groups()
@@ -114,8 +121,12 @@ def test_every_durability_site_mutant_is_caught(crash_model, figures):
     assert caught == sites, p.stdout
     assert rg.group(1) == rg.group(2), p.stdout
     # st->around in the claim, the origin flush before CLEAN, its error,
-    # a failed write's blocks
-    assert int(pm.group(1)) >= 4 and pm.group(1) == pm.group(2), p.stdout
+    # a failed write's blocks; st->around of a write-around, around a
+    # cached block or one in writeback, eviction's re-check; a write that
+    # does not wait for a write-through, one through the cache during
+    # writeback, a failed T1 acknowledged, T2 after a failed T1, a full
+    # cache sending a cached block around
+    assert int(pm.group(1)) >= 13 and pm.group(1) == pm.group(2), p.stdout
     assert "REFUTED" not in p.stdout and "NOT CAUGHT" not in p.stdout
     assert p.returncode == 0
 

@@ -134,7 +134,7 @@ def plan(rng, only=ONLY, long=LONG):
 
 
 # the sources with cut points: the shared policy units too
-HOOKED = ("pmc_meta.c", "io.c", "writeback.c", "pmc_wb.c", "pmc_io.c")
+HOOKED = ("pmc_meta.c", "writeback.c", "pmc_wb.c", "pmc_io.c", "pmc_write.c")
 
 
 def test_cut_points_are_named_placed_and_documented():
@@ -190,8 +190,8 @@ def build_objects(tmp, name, edit=None):
 
 def test_product_text_is_the_same_without_the_cut_points(tmp_path):
     """docs/format.md: in the product module pmc_cut_point() compiles to
-    nothing.  The .text sections of pmc_meta.o, io.o, writeback.o,
-    pmc_wb.o and pmc_io.o are byte for byte those of a copy whose calls
+    nothing.  The .text sections of pmc_meta.o, writeback.o, pmc_wb.o,
+    pmc_io.o and pmc_write.o are byte for byte those of a copy whose calls
     are deleted (each replaced by an empty statement, so no line number
     moves); a control copy whose pmc_cut_point() emits one nop must
     differ, or the check could not fail."""

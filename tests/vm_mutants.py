@@ -105,10 +105,10 @@ MUTANTS = [
     # a clean cached copy made FREE after the write-through's origin
     # write (T2 after T1): a cut between them leaves it CLEAN over the
     # newer origin data (through_t1 is armed once every block is clean)
-    Mutant("clean copy freed after the write-through (T2 after T1)", "io.c",
+    Mutant("clean copy freed after the write-through (T2 after T1)", "pmc_write.c",
            "window:through_t1,through_t1",
-           [("\tif (!r && t->slot != PMC_NO_SLOT && !(pmc_slot_flags(t->v) & PMC_SF_DIRTY)) {",
-             "\tif (0 && !r && t->slot != PMC_NO_SLOT && !(pmc_slot_flags(t->v) & PMC_SF_DIRTY)) {")]),
+           [("\tif (!r && t->slot != PMC_NO_SLOT &&\n",
+             "\tif (0 && !r && t->slot != PMC_NO_SLOT &&\n")]),
     # CLEAN stored before the origin flush (C1 before C0): one flush
     # after the batch, its result ignored (if (0): no unused function).
     # Cut at the 8th CLEAN of the first batch after the writers stopped

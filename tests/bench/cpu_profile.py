@@ -2,7 +2,8 @@
 
 A copy of dm-pmemcache/ (in a temporary folder; the module itself is not
 changed) gets time stamps, rdtsc(), at the boundaries of the phases of
-the write path (pmc_map, pmc_map_write, pmc_meta_write_block) and of a
+the write path (pmc_map, pmc_map_write, pmc_write.c's commit,
+pmc_meta_write_block) and of a
 read hit (pmc_map_read, pmc_read_slot).  Under -icount the TSC counts
 guest instructions, so the difference of two stamps is the instructions
 between them (a stamp costs a few itself).  The sums per phase, for new
@@ -26,8 +27,8 @@ sys.path.insert(0, str(HERE.parent))
 # from stamp i-1 to stamp i)
 WRITE_PHASES = [
     "pmc_map: flush check, pmc_note_foreground, pmc_pmem_enter",
-    "pmc_map_write: block, stripe, mask; cleaner and sequential checks",
-    "pmc_alloc_slot (free list, spinlock)",
+    "pmc_map_write: block, mask; cleaner and sequential checks; pmc_write()",
+    "pmc_alloc_slot (free list, spinlock), the write's epoch",
     "stripe lock (down_write), index lookup",
     "pmc_meta_write_block: its own index lookup again",
     "W1: data copy into pmem (memcpy_flushcache 4 KiB)",
@@ -99,19 +100,11 @@ EDITS = {
          "\t\tfor (i = 1; i <= pmc_prof_last + 1; i++)\n"
          "\t\t\tpmc_prof_sum[pmc_prof_kind][i] += pmc_prof_t[i] - pmc_prof_t[i - 1];\n"
          "\t\tpmc_prof_n[pmc_prof_kind]++;\n\t\tpmc_prof_kind = -1;\n\t}\n"),
-        # pmc_map_write
-        ("\tslot = pmc_alloc_slot(pc, pc->full_wait_ms);\n",
-         "\tPMC_STAMP(2);\n\tslot = pmc_alloc_slot(pc, pc->full_wait_ms);\n"),
-        ("\tepoch = atomic_read(&pc->epoch) & 3;\n\n\tpmc_lock_block(pc, st, oblock);\n",
-         "\tPMC_STAMP(3);\n\tepoch = atomic_read(&pc->epoch) & 3;\n\n\tpmc_lock_block(pc, st, oblock);\n"),
-        ("\tov = old != PMC_NO_SLOT ? pc->idx.slot[old] : 0;\n",
-         "\tov = old != PMC_NO_SLOT ? pc->idx.slot[old] : 0;\n\tPMC_STAMP(4);\n"),
-        ("\t}\n\tup_write(&st->lock);\n\n\tif (r) {",
-         "\t}\n\tup_write(&st->lock);\n\tPMC_STAMP(12);\n\n\tif (r) {"),
-        ("\tpmc_writeback_note_dirty(pc);\n\tbio_endio(bio);\n\treturn DM_MAPIO_SUBMITTED;\n",
-         "\tpmc_writeback_note_dirty(pc);\n\tPMC_STAMP(13);\n\tbio_endio(bio);\n\tPMC_STAMP(14);\n"
-         "\tpmc_prof_kind = old != PMC_NO_SLOT;\n\tpmc_prof_last = 14;\n"
-         "\treturn DM_MAPIO_SUBMITTED;\n"),
+        # pmc_map_write (the decisions and the commit are pmc_write.c's)
+        ("\t\tpmc_writeback_note_dirty(pc);\n\t\tbio_endio(bio);\n\t\tbreak;\n",
+         "\t\tpmc_writeback_note_dirty(pc);\n\t\tPMC_STAMP(13);\n\t\tbio_endio(bio);\n"
+         "\t\tPMC_STAMP(14);\n\t\tpmc_prof_kind = w.hit;\n\t\tpmc_prof_last = 14;\n"
+         "\t\tbreak;\n"),
         # pmc_map_read and pmc_read_slot
         ("\thave = slot != PMC_NO_SLOT ? pmc_slot_mask(pc->idx.slot[slot]) & need : 0;\n",
          "\thave = slot != PMC_NO_SLOT ? pmc_slot_mask(pc->idx.slot[slot]) & need : 0;\n"
@@ -126,6 +119,19 @@ EDITS = {
         ("\tif (have == need || r) {\n\t\tbio_endio(bio);\n",
          "\tif (have == need || r) {\n\t\tPMC_STAMP(6);\n\t\tbio_endio(bio);\n\t\tPMC_STAMP(7);\n"
          "\t\tif (have == need && !r) {\n\t\t\tpmc_prof_kind = 2;\n\t\t\tpmc_prof_last = 7;\n\t\t}\n"),
+    ],
+    "pmc_write.c": [
+        ('#include "pmc_write.h"\n',
+         '#include "pmc_write.h"\n#include <asm/msr.h>\n'
+         "extern u64 pmc_prof_t[32];\n#define PMC_STAMP(i) (pmc_prof_t[i] = rdtsc())\n"),
+        ("\tslot = pmc_env_alloc_slot(pc, true);\n",
+         "\tPMC_STAMP(2);\n\tslot = pmc_env_alloc_slot(pc, true);\n"),
+        ("\tint r;\n\n\tpmc_write_lock_block(pc, w->oblock);\n",
+         "\tint r;\n\n\tPMC_STAMP(3);\n\tpmc_write_lock_block(pc, w->oblock);\n"),
+        ("\tov = old != PMC_NO_SLOT ? idx->slot[old] : 0;\n",
+         "\tov = old != PMC_NO_SLOT ? idx->slot[old] : 0;\n\tPMC_STAMP(4);\n"),
+        ("\t}\n\tpmc_env_stripe_unlock(pc, w->oblock);\n\tif (r) {",
+         "\t}\n\tpmc_env_stripe_unlock(pc, w->oblock);\n\tPMC_STAMP(12);\n\tif (r) {"),
     ],
     "pmc_meta.c": [
         ('#include "pmc_meta.h"\n',

@@ -3,11 +3,12 @@
  * Host crash-consistency model of the dm-pmemcache commit protocol.
  *
  * The module's shared metadata code (pmc_meta.c, pmc_index.c), its
- * writeback policy (pmc_wb.c: claim, origin flush before CLEAN, CLEAN or
- * stale free, and pmc_index_wb_select()) and its I/O policy (pmc_io.c:
- * write-around and st->around, eviction, discard) are compiled here
- * against a model of pmem and of the origin, and run by several
- * simulated CPUs:
+ * writeback policy (pmc_wb.c: look-up and claim, origin flush before
+ * CLEAN, CLEAN or stale free, and pmc_index_wb_select()), its I/O policy
+ * (pmc_io.c: st->around, eviction and its clock loop, discard) and
+ * its write policy (pmc_write.c: new block, overwrite, write-around,
+ * write-through T0-T2, the full-cache wait) are compiled here against a
+ * model of pmem and of the origin, and run by several simulated CPUs:
  *
  *   - pmem: every store stays volatile until it has been flushed AND a
  *     later fence of the SAME CPU has completed.  Each CPU has its own
@@ -20,21 +21,28 @@
  *     unflushed and in-flight writes may have landed.  Writeback's writes
  *     complete late and out of order, and some fail (some of their
  *     sectors landing); some flushes fail (part of what they covered
- *     durable).  Write-arounds complete late as well, in the order they
- *     were issued, with no lock held.
+ *     durable).  Our own origin writes (write-arounds and the T1 of a
+ *     write through the cache, with FUA, no lock held) complete late too,
+ *     in any order, and fail now and then (some sectors landing).
  *   - CPUs: coroutines (ucontext) switched by a deterministic, seeded
  *     scheduler at every store, fence and lock operation.  Priorities are
  *     re-drawn at random points (PCT style), so a CPU can stall for a long
  *     stretch in the middle of a protocol step while the others run.
  *     Writers (>= 2) write, overwrite, discard, flush, read and evict
- *     under cache pressure, and write as in cleaner mode (around the
- *     cache with FUA, or through it: io.c's write-through); a writeback
- *     CPU selects and claims dirty blocks; an I/O CPU completes origin
- *     writes in any order, flushes the origin and marks blocks CLEAN.
- *     Writeback, write-around, eviction and discard run the module's
- *     pmc_wb.c and pmc_io.c through their pmc_env_*() functions (below);
- *     the commit of a cached write and the write-through are still
- *     copies of io.c's (issue 30), with its locking and order.
+ *     under cache pressure, and write as in cleaner mode; a full cache
+ *     waits a few slot frees (full_wait), sometimes none, then writes
+ *     around or through the cache; a writeback CPU selects and claims
+ *     dirty blocks; an I/O CPU completes origin writes in any order,
+ *     flushes the origin and marks blocks CLEAN.  Every decision and its
+ *     order are the module's (pmc_write(), pmc_write_through_done(),
+ *     pmc_io_evict_clean(), pmc_wb_look(), pmc_wb_claim(), ...), reached
+ *     through their pmc_env_*() functions (below): the model has the
+ *     locks, the waits, the origin, the bio's data and the oracle, which
+ *     notes each write and discard where the module orders it.  Still
+ *     the model's: the writeback submit and completion loops around
+ *     pmc_wb.c (writeback.c), and a read holds the stripe lock for all
+ *     its sectors (io.c reads a partly cached block's origin sectors
+ *     after dropping it).
  *
  * At every fence of any CPU and at sampled stores, crash images are built
  * from the durable state plus a choice of the pending stores of all CPUs
@@ -75,7 +83,11 @@
 #include <ucontext.h>
 
 #include "pmc_meta.h"
-#include "pmc_io.h"
+#include "pmc_write.h"
+
+#ifndef container_of
+#define container_of(p, T, m)	((T *)((char *)(p) - offsetof(T, m)))
+#endif
 
 /* A store that is not flushed: the mutants of tests/host/mutants.py. */
 void pmc_model_store_noflush(void *dst, const void *src, size_t len,
@@ -106,7 +118,7 @@ enum brk {
 	BRK_NONE,
 	BRK_DATA_FENCE,		/* skip W2 */
 	BRK_RECORD_FENCE,	/* skip W4 */
-	BRK_FREE_FENCE,		/* skip W6, D1 and the eviction/discard fences */
+	BRK_FREE_FENCE,		/* skip W6, D1 and the eviction fence */
 	BRK_DATA_FLUSH,		/* data stores are never flushed */
 	BRK_RECORD_FLUSH,	/* record stores are never flushed */
 	BRK_FORMAT_ORDER,	/* skip the fence before the format commit */
@@ -133,6 +145,7 @@ static u32 format_rounds;	/* 0: ops / 2 + 50, at most 5000 */
 static u64 n_states, n_violations, n_format_states, n_nested, n_restarts;
 static u64 n_snapshots, n_bad_states, n_media_errors, n_switches;
 static u64 n_wb_done, n_evicted, n_acked_writes, n_failed_writes;
+static u64 n_around, n_through, n_full, n_origin_failed;
 static int report_left = 5;
 
 /* ------------------------------------------------------------------ */
@@ -565,11 +578,9 @@ struct wbio {
 	u32 ids[SPB];
 	int ok;
 	u64 due;		/* scheduler step from which it may complete */
-	int *fua_done;		/* a write-around (FUA): its writer waits */
-	u64 fua_seq;		/* ... and its place in the origin's order */
+	int *fua_done;		/* a write of ours (FUA): 1 done, -1 failed */
 };
 
-static u64 fua_next, fua_landed;	/* write-arounds issued, completed */
 static struct wbio *dev_infl;	/* submitted to the origin */
 static u32 n_dev_infl, cap_dev_infl;
 static struct wbio *dev_done;	/* completed, waiting for the endio work */
@@ -660,7 +671,12 @@ static void origin_image(u32 *img)
 /* oracle                                                             */
 
 enum { EV_WRITE, EV_DISCARD };
-enum { ST_INFLIGHT, ST_ACKED, ST_FAILED };
+/*
+ * ST_MAYBE: a write to the origin that failed; some of its sectors may
+ * have landed, so it stays a value its sectors may hold until a write
+ * issued after it was acknowledged.
+ */
+enum { ST_INFLIGHT, ST_ACKED, ST_FAILED, ST_MAYBE };
 
 /*
  * Per sector, the writes and discards in the order they took the block's
@@ -867,6 +883,7 @@ struct pmemcache {
 	u32 evict_hand;
 	u32 around[NSTRIPES];	/* st->around: origin writes of writers */
 	u64 free_gen;		/* bumped whenever slots may have come free */
+	u64 wb_done;		/* writeback completions (io.c's wb_done) */
 	u32 ops_left;
 };
 
@@ -925,34 +942,23 @@ static void check_clean_on_origin(u32 slot, u64 v)
 	}
 }
 
-/* io.c pmc_evict_one(): the clock of the shared index offers @s */
-static bool evict_one(void *ctx, u32 s, u64 v)
+/* Invariant 5 for every CLEAN block in the index, whenever one may go. */
+static void check_clean_blocks(void)
 {
-	u32 *victims = ctx, *got = &victims[64];
+	u32 s;
 
-	/* A CLEAN block in the index: the origin holds it, at any moment. */
-	if (E.idx.slot[s] == v)
-		check_clean_on_origin(s, v);
-	if (!pmc_io_evict(&E, &E.m, &E.idx, s, v))
-		return false;
-	trace("evict slot %u block %llu", s,
-	      (unsigned long long)pmc_slot_oblock(v));
-	victims[(*got)++] = s;
-	return true;
+	for (s = 0; s < E.m.n_blocks; s++)
+		if (pmc_slot_clean(E.idx.slot[s]))
+			check_clean_on_origin(s, E.idx.slot[s]);
 }
 
-/* io.c pmc_evict_clean() */
+/* io.c pmc_evict_clean(): the module's pmc_io_evict_clean() */
 static u32 evict_clean(u32 want)
 {
-	u32 victims[65];	/* 64 slots, then the count */
+	u32 got = pmc_io_evict_clean(&E, &E.m, &E.idx, &E.evict_hand, want);
 
-	victims[64] = 0;
-	lock_w(&E.evict_lock);
-	pmc_index_clock(&E.idx, &E.evict_hand, want, evict_one, victims);
-	free_slots(victims, victims[64]);
-	n_evicted += victims[64];
-	unlock_w(&E.evict_lock);
-	return victims[64];
+	n_evicted += got;
+	return got;
 }
 
 static int free_gen_moved(void *arg)
@@ -960,27 +966,48 @@ static int free_gen_moved(void *arg)
 	return E.free_gen != *(u64 *)arg || E.idx.n_free;
 }
 
-/* io.c pmc_alloc_slot(), waiting for ever */
-static u32 alloc_slot(void)
-{
-	u32 s;
-
-	for (;;) {
-		u64 gen = E.free_gen;
-
-		s = pop_free();
-		if (s != PMC_NO_SLOT)
-			return s;
-		if (evict_clean(1 + rndn(4)))
-			continue;
-		wait_until(free_gen_moved, &gen);
-	}
-}
-
+/*
+ * A write of the workload, as the oracle follows it: the module's
+ * pmc_write() decides where it goes, and the model notes it in the
+ * oracle's order at the point where the module orders it under the
+ * stripe lock (fill_cb() for a commit, pmc_env_shutting_down() for a
+ * write to the origin).
+ */
 struct fill_ctx {
 	u32 id, mask;
 	u64 oblock;
+	int oracle;		/* a write the oracle follows */
+	int started;		/* ... and has noted */
 };
+
+/* The write each CPU is in (pmc_write() runs on the writer's CPU). */
+static struct fill_ctx *cur_write[MAX_CPUS + 1];
+
+/* The oracle: write @id of sectors @mask of block @ob begins, then ends. */
+static void ev_write_start(u64 ob, u32 mask, u32 id, int past)
+{
+	u32 k;
+
+	for (k = 0; k < SPB; k++) {
+		struct evlist *l = &evs[(u32)ob * SPB + k];
+
+		if (!(mask & (1U << k)))
+			continue;
+		ev_add((u32)ob * SPB + k, id, EV_WRITE);
+		l->ev[l->n - 1].past = (u8)past;
+		ever_add((u32)ob * SPB + k, id);
+	}
+}
+
+static void write_started(struct fill_ctx *c, int past)
+{
+	if (!c || !c->oracle || c->started)
+		return;
+	c->started = 1;
+	trace("write %u block %llu mask %x%s", c->id,
+	      (unsigned long long)c->oblock, c->mask, past ? " to the origin" : "");
+	ev_write_start(c->oblock, c->mask, c->id, past);
+}
 
 /* io.c pmc_fill_from_bio(): memcpy_flushcache of the bio's sectors */
 static int fill_cb(void *ctx, u8 *kaddr)
@@ -989,6 +1016,7 @@ static int fill_cb(void *ctx, u8 *kaddr)
 	u8 buf[PMC_SECTOR_SIZE];
 	u32 i;
 
+	write_started(c, 0);
 	for (i = 0; i < SPB; i++) {
 		if (!(c->mask & (1U << i)))
 			continue;
@@ -1000,70 +1028,25 @@ static int fill_cb(void *ctx, u8 *kaddr)
 	return 0;
 }
 
-/* The oracle: write @id of sectors @mask of block @ob begins, then ends. */
-static void ev_write_start(u64 ob, u32 mask, u32 id)
+static void ev_write_end(u64 ob, u32 mask, u32 id, int st)
 {
 	u32 k;
 
 	for (k = 0; k < SPB; k++) {
 		if (!(mask & (1U << k)))
 			continue;
-		ev_add((u32)ob * SPB + k, id, EV_WRITE);
-		ever_add((u32)ob * SPB + k, id);
+		ev_set((u32)ob * SPB + k, id, EV_WRITE, st);
+		if (st == ST_FAILED)
+			ever_del((u32)ob * SPB + k, id);
 	}
-}
-
-static void ev_write_acked(u64 ob, u32 mask, u32 id)
-{
-	u32 k;
-
-	for (k = 0; k < SPB; k++)
-		if (mask & (1U << k))
-			ev_set((u32)ob * SPB + k, id, EV_WRITE, ST_ACKED);
-	n_acked_writes++;
-}
-
-/* io.c pmc_map_write() for one block */
-static void write_block(u64 ob, u32 mask, u32 id)
-{
-	struct mlock *st = stripe_of(ob);
-	struct fill_ctx c = { .id = id, .mask = mask, .oblock = ob };
-	u32 slot, freed, i;
-	int r;
-
-	slot = alloc_slot();
-	lock_w(st);
-	ev_write_start(ob, mask, id);
-	r = pmc_meta_write_block(&E.m, &E.idx, ob, mask, slot, 0, fill_cb, &c,
-				 &freed);
-	trace("write %u block %llu mask %x slot %u: %d, freed %d", id,
-	      (unsigned long long)ob, mask, slot, r, (int)freed);
-	if (r) {
-		/* The cache holds the old data: the write never happened. */
-		for (i = 0; i < SPB; i++) {
-			if (!(mask & (1U << i)))
-				continue;
-			ev_set((u32)ob * SPB + i, id, EV_WRITE, ST_FAILED);
-			ever_del((u32)ob * SPB + i, id);
-		}
-	}
-	unlock_w(st);
-	if (r) {
-		/* No stray store of ours may land in the slot's next life. */
-		/* SITE: fence after a failed write, io.c */
-		pmc_pmem_fence(PMC_P_DATA);
-		free_slots(&slot, 1);
+	if (st == ST_ACKED)
+		n_acked_writes++;
+	else
 		n_failed_writes++;
-		return;
-	}
-	if (freed != PMC_NO_SLOT)
-		free_slots(&freed, 1);
-	/* bio_endio: acknowledged */
-	ev_write_acked(ob, mask, id);
 }
 
 /*
- * A write of ours past the cache, with REQ_FUA: durable on completion.
+ * A write of ours to the origin, with REQ_FUA: durable on completion.
  * It supersedes the completed, unflushed writes of its sectors (a failed
  * writeback's, say) in the disk's cache: they can no longer land.
  */
@@ -1091,121 +1074,99 @@ static int flag_set(void *arg)
 }
 
 /*
- * io.c pmc_write_around(): a block that is not cached, to the origin, if
- * the module's policy lets it (pmc_io_around_get(), st->around).  The
- * write is queued at the origin under the stripe lock, in the oracle's
- * order, and completes when the origin says so (late, perhaps); then
- * pmc_end_io() drops st->around and the bio is acknowledged.
+ * Submit a write of ours (FUA) of sectors @mask of block @ob to the
+ * origin and wait for it, no lock held: late, after or before others,
+ * failed now and then (some sectors landing).  0 or -EIO.
  */
-static int write_around(u64 ob, u32 mask, u32 id)
+static int origin_write_wait(u64 ob, u32 mask, const u32 *ids)
 {
-	struct mlock *st = stripe_of(ob);
 	struct wbio w;
-	int done = 0, ok;
-	u32 k;
+	int done = 0;
 
-	lock_r(st);
-	ok = pmc_io_around_get(&E, &E.idx, ob);
-	if (ok) {
-		trace("around %u block %llu mask %x", id,
-		      (unsigned long long)ob, mask);
-		ev_write_start(ob, mask, id);
-		for (k = 0; k < SPB; k++)
-			if (mask & (1U << k))
-				evs[(u32)ob * SPB + k].ev[evs[(u32)ob * SPB + k].n - 1].past = 1;
-		memset(&w, 0, sizeof(w));
-		w.oblock = ob;
-		w.mask = mask;
-		for (k = 0; k < SPB; k++)
-			w.ids[k] = id;
-		w.due = sched_step + origin_latency();
-		w.fua_done = &done;
-		w.fua_seq = fua_next++;
-		wbio_push(&dev_infl, &n_dev_infl, &cap_dev_infl, &w);
-	}
-	unlock_r(st);
-	if (!ok)
-		return 0;
+	memset(&w, 0, sizeof(w));
+	w.oblock = ob;
+	w.mask = mask;
+	memcpy(w.ids, ids, sizeof(w.ids));
+	w.due = sched_step + origin_latency();
+	w.fua_done = &done;
+	wbio_push(&dev_infl, &n_dev_infl, &cap_dev_infl, &w);
 	wait_until(flag_set, &done);
-	pmc_env_around_dec(&E, ob);
-	ev_write_acked(ob, mask, id);
-	return 1;
+	return done > 0 ? 0 : -EIO;
 }
 
-/* io.c pmc_through_drop(): T2 */
-static void through_drop(u64 ob, u32 *freed)
+/* The model's write through the cache: one per CPU at a time. */
+struct model_thru {
+	struct pmc_thru thru;
+	u32 ids[SPB];		/* what T1 writes */
+};
+
+static struct model_thru thru_of[MAX_CPUS + 1];
+static u32 through_busy[64];	/* per origin block: writes between T0 and T2 */
+
+/*
+ * io.c pmc_map_write() for one block: the module's pmc_write() decides;
+ * the model completes, sends on, or runs the write through the cache
+ * (pmc_through_work(), here on the writer's CPU) as io.c does.
+ */
+static void write_one(u64 ob, u32 mask, u32 id, int cleaner)
 {
-	pmc_meta_drop_block(&E.m, &E.idx, ob, freed);
+	struct fill_ctx c = { .id = id, .mask = mask, .oblock = ob, .oracle = 1 };
+	struct pmc_write w = {
+		.oblock = ob, .mask = mask, .cleaner = cleaner,
+		/* cleaner, or now and then a sequential run (seq_bypass) */
+		.around_first = cleaner || (!scripted && rndn(16) == 0),
+		.fill = fill_cb, .ctx = &c,
+	};
+	u32 ids[SPB], k;
+	int r = 0, sent = 1;
+
+	cur_write[cur_cpu] = &c;
+	switch (pmc_write(&E, &E.m, &E.idx, &w)) {
+	case PMC_W_CACHED:
+		break;
+	case PMC_W_AROUND:
+		n_around++;
+		/* pmc_end_io(): st->around dropped whether it failed or not */
+		for (k = 0; k < SPB; k++)
+			ids[k] = id;
+		r = origin_write_wait(ob, mask, ids);
+		pmc_env_around_dec(&E, ob);
+		break;
+	case PMC_W_THROUGH:
+		n_through++;
+		r = pmc_write_through_done(&E, &E.m, &E.idx,
+					   &thru_of[cur_cpu].thru);
+		break;
+	case PMC_W_FAILED:
+		r = w.err;
+		sent = 0;
+		break;
+	}
+	cur_write[cur_cpu] = NULL;
+	trace("write %u block %llu: %d", id, (unsigned long long)ob, r);
+	n_full += w.full;
+	n_origin_failed += sent && r;
+	if (!c.started) {
+		/* failed before it was ordered: it never happened */
+		assert(r);
+		n_failed_writes++;
+		return;
+	}
 	/*
-	 * SITE: T2 fence of a write-through, io.c; redundant:
-	 * pmc_meta_drop_block() fences its FREE store itself (D1)
+	 * A failed write to the origin may have left some of its sectors
+	 * there: no longer in flight, but still a value the sector may hold.
 	 */
-	pmc_meta_fence(PMC_P_FREE);
+	ev_write_end(ob, mask, id, !r ? ST_ACKED : sent ? ST_MAYBE : ST_FAILED);
 }
 
-/*
- * io.c pmc_write_through() and pmc_through_work(): a cached block
- * replaced through the origin.  A clean copy is made FREE before T1, a
- * dirty one after it.
- */
-static int write_through(u64 ob, u32 mask, u32 id)
+static void write_cached(u64 ob, u32 mask, u32 id)
 {
-	struct mlock *st = stripe_of(ob);
-	u32 ids[SPB], keep = 0, slot, freed = PMC_NO_SLOT, k;
-	u64 v = 0;
-	int ok;
-
-	lock_r(st);
-	ok = !pmc_index_inflight(&E.idx, ob) && pmc_origin_write_get(&E, ob);
-	unlock_r(st);
-	if (!ok)
-		return 0;
-	lock_w(st);
-	ev_write_start(ob, mask, id);
-	/* T0: the sectors only the cached copy holds, then the write's */
-	slot = pmc_index_lookup(&E.idx, ob);
-	if (slot != PMC_NO_SLOT) {
-		v = E.idx.slot[slot];
-		keep = pmc_slot_mask(v) & ~mask;
-	}
-	for (k = 0; k < SPB; k++) {
-		long got;
-
-		ids[k] = id;
-		if (!(keep & (1U << k)))
-			continue;
-		got = decode_sector(pmc_meta_data(&E.m, slot) + k * PMC_SECTOR_SIZE,
-				    (u32)ob * SPB + k);
-		if (got < 0)
-			violation("write-through of garbage", (u32)ob * SPB + k,
-				  got, "no crash");
-		ids[k] = got < 0 ? BAD_ID : (u32)got;
-	}
-	trace("through %u block %llu mask %x keep %x slot %d", id,
-	      (unsigned long long)ob, mask, keep, (int)slot);
-	if (slot != PMC_NO_SLOT && !(pmc_slot_flags(v) & PMC_SF_DIRTY)) {
-		through_drop(ob, &freed);
-		slot = PMC_NO_SLOT;
-	}
-	origin_write_fua(ob, mask | keep, ids);		/* T1 */
-	if (slot != PMC_NO_SLOT)
-		through_drop(ob, &freed);
-	unlock_w(st);
-	pmc_env_around_dec(&E, ob);
-	if (freed != PMC_NO_SLOT)
-		free_slots(&freed, 1);
-	ev_write_acked(ob, mask, id);
-	return 1;
+	write_one(ob, mask, id, 0);
 }
 
-/*
- * Cleaner mode (io.c pmc_map_write()): around the cache, else through it,
- * else (a copy in writeback) into the cache.
- */
-static void write_block_cleaner(u64 ob, u32 mask, u32 id)
+static void write_cleaner(u64 ob, u32 mask, u32 id)
 {
-	if (!write_around(ob, mask, id) && !write_through(ob, mask, id))
-		write_block(ob, mask, id);
+	write_one(ob, mask, id, 1);
 }
 
 /* dm splits a write into one bio per block. */
@@ -1225,80 +1186,51 @@ static void split_write(u32 s0, u32 ns, void (*write)(u64 ob, u32 mask, u32 id))
 
 static void op_write(u32 s0, u32 ns)
 {
-	split_write(s0, ns, write_block);
+	split_write(s0, ns, write_cached);
 }
 
 static void op_write_cleaner(u32 s0, u32 ns)
 {
-	split_write(s0, ns, write_block_cleaner);
+	split_write(s0, ns, write_cleaner);
 }
 
-/* io.c pmc_drop_flush() */
-static void drop_flush(u32 *freed, u32 *nf)
-{
-	/*
-	 * SITE: D2 discard fence, io.c; redundant: D1 fences each FREE before
-	 * the stripe lock is dropped
-	 */
-	pmc_meta_fence(PMC_P_FREE);
-	free_slots(freed, *nf);
-	*nf = 0;
-}
+/* The discard each CPU is in (its id, or 0) and the blocks it locked. */
+static u32 cur_discard[MAX_CPUS + 1];
+static u8 discard_seen[MAX_CPUS + 1][64];
 
-/* io.c pmc_drop_one() */
-static void drop_one(u32 ob, u32 did, u32 *freed, u32 *nf)
+/* The oracle: discard @did reaches block @ob under its stripe lock. */
+static void discard_block(u32 ob, u32 did)
 {
-	struct mlock *st = stripe_of(ob);
-	u32 s, f;
+	u32 s;
 
-	lock_w(st);
 	for (s = ob * SPB; s < (ob + 1) * SPB; s++)
 		ev_add(s, did, EV_DISCARD);
-	f = pmc_io_drop(&E, &E.m, &E.idx, ob);
-	trace("discard %u block %u freed %d", did, ob, (int)f);
-	unlock_w(st);
-	if (f != PMC_NO_SLOT)
-		freed[(*nf)++] = f;
+	discard_seen[cur_cpu][ob] = 1;
+	trace("discard %u block %u", did, ob);
 }
 
 /*
- * io.c pmc_map_discard(): whole blocks are dropped, partial ones keep
- * their data.  One fence per 64 freed slots and one at the end.
+ * io.c pmc_map_discard(): the module's pmc_io_discard() drops whole
+ * blocks; partial ones keep their data.
  */
 static void op_discard(u32 s0, u32 ns)
 {
 	u32 first = (s0 + SPB - 1) / SPB, last = (s0 + ns) / SPB;
-	u32 freed[64], nf = 0, ob, s, did = next_disc++;
+	u32 ob, s, did = next_disc++;
 
+	assert(n_oblocks <= sizeof(discard_seen[0]));
 	for (s = s0; s < s0 + ns; s++)
 		if (s / SPB < first || s / SPB >= last)
 			ev_add(s, did, EV_DISCARD);
-	if (last > first && last - first > E.m.n_blocks) {
-		/* Huge range: walk the cache instead of the range. */
-		u8 done[64] = { 0 };
-
-		assert(n_oblocks <= sizeof(done));
-
-		for (s = 0; s < E.m.n_blocks; s++) {
-			u64 v = E.idx.slot[s];
-
-			if (!(pmc_slot_flags(v) & PMC_SF_USED) ||
-			    pmc_slot_oblock(v) < first ||
-			    pmc_slot_oblock(v) >= last)
-				continue;
-			drop_one((u32)pmc_slot_oblock(v), did, freed, &nf);
-			done[pmc_slot_oblock(v)] = 1;
-		}
-		/* The oracle: blocks not cached are dropped too. */
-		for (ob = first; ob < last; ob++)
-			if (!done[ob])
-				for (s = ob * SPB; s < (ob + 1) * SPB; s++)
-					ev_add(s, did, EV_DISCARD);
-	} else {
-		for (ob = first; ob < last; ob++)
-			drop_one(ob, did, freed, &nf);
-	}
-	drop_flush(freed, &nf);
+	memset(discard_seen[cur_cpu], 0, sizeof(discard_seen[0]));
+	cur_discard[cur_cpu] = did;
+	pmc_io_discard(&E, &E.m, &E.idx, first, last);
+	cur_discard[cur_cpu] = 0;
+	/* The oracle: blocks not cached (a walk of the cache) are dropped too. */
+	for (ob = first; ob < last; ob++)
+		if (!discard_seen[cur_cpu][ob])
+			for (s = ob * SPB; s < (ob + 1) * SPB; s++)
+				ev_add(s, did, EV_DISCARD);
 	/* The origin ignores the discard (allowed: contents undefined). */
 	for (s = s0; s < s0 + ns; s++)
 		ev_set(s, did, EV_DISCARD, ST_ACKED);
@@ -1330,20 +1262,10 @@ static void op_read(u32 s)
 
 #define WB_JOBS 8
 
-/* wb_select.c pmc_wb_look(): the live copy of @oblock, under its stripe lock */
+/* wb_select.c's pmc_wb_ops: the module's pmc_wb_look() and pmc_wb_claim() */
 static bool wb_look(void *ctx, u64 oblock, struct pmc_wb_cand *c)
 {
-	struct mlock *st = stripe_of(oblock);
-	u32 s;
-
-	lock_r(st);
-	s = pmc_index_lookup(&E.idx, oblock);
-	if (s != PMC_NO_SLOT) {
-		c->slot = s;
-		c->v = E.idx.slot[s];
-	}
-	unlock_r(st);
-	return s != PMC_NO_SLOT;
+	return pmc_wb_look(&E, &E.idx, oblock, c);
 }
 
 static bool wb_claim(void *ctx, const struct pmc_wb_cand *c, unsigned int sel)
@@ -1398,26 +1320,16 @@ static int wb_pass(u32 want)
 
 /*
  * The origin completes one write whose time has come (any of them, in
- * any order), sometimes failing.  @force: the earliest one, now.
+ * any order: writeback's, write-arounds and T1s of writes through the
+ * cache), sometimes failing, some sectors of a failed one landing.
+ * @force: the earliest one, now.
  */
-/*
- * Writeback's writes complete in any order; write-arounds after those
- * issued before them (two of one block, concurrent, could land in either
- * order in the kernel, which the oracle's order cannot say).
- */
-static int may_complete(const struct wbio *w)
-{
-	return !w->fua_done || w->fua_seq == fua_landed;
-}
-
 static void device_complete_one(int force)
 {
 	u32 k, n = 0, pick = 0, best = ~0U;
 	struct wbio w;
 
 	for (k = 0; k < n_dev_infl; k++) {
-		if (!may_complete(&dev_infl[k]))
-			continue;
 		if (best == ~0U || dev_infl[k].due < dev_infl[best].due)
 			best = k;
 		if (dev_infl[k].due <= sched_step && rndn(++n) == 0)
@@ -1429,9 +1341,13 @@ static void device_complete_one(int force)
 	w = dev_infl[k];
 	dev_infl[k] = dev_infl[--n_dev_infl];
 	if (w.fua_done) {
-		origin_write_fua(w.oblock, w.mask, w.ids);
-		fua_landed++;
-		*w.fua_done = 1;
+		if (scripted || rndn(16)) {
+			origin_write_fua(w.oblock, w.mask, w.ids);
+			*w.fua_done = 1;
+		} else {
+			origin_write_completes(&w);	/* w.ok = 0 */
+			*w.fua_done = -1;
+		}
 		return;
 	}
 	w.ok = scripted || rndn(12) != 0;
@@ -1469,19 +1385,33 @@ static void wb_endio_work(void)
 	}
 	free_slots(freed, nf);
 	E.free_gen++;
+	E.wb_done++;
 	free(list);
 }
 
-/* ---- pmc_env_*(): the model's side of the shared policy (pmc_wb.h) ---- */
+/* ---- pmc_env_*(): the model's side of the shared policy units ------- */
 
 void pmc_env_stripe_lock(struct pmemcache *pc, u64 oblock)
 {
 	lock_w(stripe_of(oblock));
+	/* In a discard, the module locks a block only to drop its copy. */
+	if (cur_discard[cur_cpu])
+		discard_block((u32)oblock, cur_discard[cur_cpu]);
 }
 
 void pmc_env_stripe_unlock(struct pmemcache *pc, u64 oblock)
 {
 	unlock_w(stripe_of(oblock));
+}
+
+void pmc_env_stripe_lock_read(struct pmemcache *pc, u64 oblock)
+{
+	lock_r(stripe_of(oblock));
+}
+
+void pmc_env_stripe_unlock_read(struct pmemcache *pc, u64 oblock)
+{
+	unlock_r(stripe_of(oblock));
 }
 
 bool pmc_env_stripe_around(struct pmemcache *pc, u64 oblock)
@@ -1527,15 +1457,191 @@ void pmc_env_around_dec(struct pmemcache *pc, u64 oblock)
 	(*a)--;
 }
 
+/*
+ * Never going down in the model.  pmc_origin_write_get() asks this under
+ * the stripe lock once the write is bound for the origin: the oracle
+ * orders the write here, past the cache.
+ */
 bool pmc_env_shutting_down(struct pmemcache *pc)
 {
+	write_started(cur_write[cur_cpu], 1);
 	return false;
 }
 
-/* The model's write-through holds the stripe lock from T0 to T2. */
 bool pmc_env_through_busy(struct pmemcache *pc, u64 oblock)
 {
-	return false;
+	return through_busy[oblock] != 0;
+}
+
+static int through_idle(void *arg)
+{
+	return !through_busy[*(u64 *)arg];
+}
+
+void pmc_env_through_wait(struct pmemcache *pc, u64 oblock)
+{
+	wait_until(through_idle, &oblock);
+}
+
+bool pmc_env_may_have_clean(struct pmemcache *pc)
+{
+	return true;
+}
+
+/* io.c's evict_lock; every CLEAN block must be on the origin by now. */
+void pmc_env_evict_lock(struct pmemcache *pc)
+{
+	lock_w(&E.evict_lock);
+	check_clean_blocks();
+}
+
+void pmc_env_evict_unlock(struct pmemcache *pc)
+{
+	unlock_w(&E.evict_lock);
+}
+
+void pmc_env_free_slots(struct pmemcache *pc, const u32 *slots,
+			unsigned int n)
+{
+	free_slots(slots, n);
+}
+
+void pmc_env_resched(struct pmemcache *pc)
+{
+}
+
+/*
+ * io.c pmc_alloc_slot(): a full cache waits for a few slot frees or
+ * writeback completions (full_wait), sometimes none, then gives up.
+ */
+u32 pmc_env_alloc_slot(struct pmemcache *pc, bool wait)
+{
+	u32 waits = wait && rndn(4) ? 1 + rndn(8) : 0, s;
+
+	for (;;) {
+		u64 gen = E.free_gen;
+
+		s = pop_free();
+		if (s != PMC_NO_SLOT)
+			return s;
+		if (evict_clean(1 + rndn(4)))
+			continue;
+		if (!waits)
+			return PMC_NO_SLOT;
+		waits--;
+		wait_until(free_gen_moved, &gen);
+	}
+}
+
+unsigned int pmc_env_epoch(struct pmemcache *pc)
+{
+	return 0;
+}
+
+void pmc_env_dirty_inc(struct pmemcache *pc, unsigned int epoch)
+{
+}
+
+void pmc_env_media_error(struct pmemcache *pc)
+{
+}
+
+/* Time in the model: scheduler steps. */
+unsigned long pmc_env_cleaner_until(struct pmemcache *pc)
+{
+	return sched_step + rndn(400);
+}
+
+int pmc_env_wb_token(struct pmemcache *pc)
+{
+	return (int)E.wb_done;
+}
+
+static int wb_token_moved(void *arg)
+{
+	return (int)E.wb_done != *(int *)arg;
+}
+
+bool pmc_env_wait_writeback(struct pmemcache *pc, int token,
+			    unsigned long until)
+{
+	if (sched_step >= until)
+		return false;
+	wait_until(wb_token_moved, &token);
+	return true;
+}
+
+/* -EBUSY: a writeback of the block is in flight, its completion moves it. */
+void pmc_env_wait_room(struct pmemcache *pc, int token)
+{
+	wait_until(wb_token_moved, &token);
+}
+
+int pmc_env_pmem_enter(struct pmemcache *pc)
+{
+	return 0;
+}
+
+void pmc_env_pmem_exit(struct pmemcache *pc, int id)
+{
+}
+
+struct pmc_thru *pmc_env_through_alloc(struct pmemcache *pc,
+				       struct pmc_write *w)
+{
+	return &thru_of[cur_cpu].thru;
+}
+
+void pmc_env_through_free(struct pmemcache *pc, struct pmc_thru *t)
+{
+}
+
+/* T0: the sectors only the cached copy holds (pmem reads), then the write's. */
+int pmc_env_through_fill(struct pmemcache *pc, struct pmc_thru *t,
+			 struct pmc_write *w)
+{
+	struct model_thru *mt = container_of(t, struct model_thru, thru);
+	struct fill_ctx *c = w->ctx;
+	u8 buf[PMC_SECTOR_SIZE];
+	u32 k, s;
+	long got;
+
+	for (k = 0; k < SPB; k++) {
+		mt->ids[k] = c->id;
+		if (!(t->keep & (1U << k)))
+			continue;
+		s = (u32)t->oblock * SPB + k;
+		if (pmc_pmem_read(buf, pmc_meta_data(&E.m, t->slot) +
+				  k * PMC_SECTOR_SIZE, sizeof(buf)))
+			return -EIO;
+		got = decode_sector(buf, s);
+		if (got < 0)
+			violation("write-through of garbage", s, got, "no crash");
+		mt->ids[k] = got < 0 ? BAD_ID : (u32)got;
+	}
+	trace("through %u block %llu mask %x keep %x slot %d", c->id,
+	      (unsigned long long)t->oblock, t->mask, t->keep, (int)t->slot);
+	return 0;
+}
+
+void pmc_env_through_mark(struct pmemcache *pc, struct pmc_thru *t, bool busy)
+{
+	if (busy)
+		through_busy[t->oblock]++;
+	else
+		through_busy[t->oblock]--;
+}
+
+/* pmc_through_work() runs on the writer's CPU once pmc_write() returned. */
+void pmc_env_through_start(struct pmemcache *pc, struct pmc_thru *t)
+{
+}
+
+/* T1: with FUA, no lock held; it may fail, some sectors landing. */
+int pmc_env_through_write(struct pmemcache *pc, struct pmc_thru *t)
+{
+	return origin_write_wait(t->oblock, t->mask,
+				 container_of(t, struct model_thru, thru)->ids);
 }
 
 /* ------------------------------------------------------------------ */
@@ -2039,8 +2145,7 @@ static void load_engine(void)
 	E.evict_lock.owner = -1;
 	E.evict_lock.readers = 0;
 	n_dev_infl = 0;
-	fua_next = 0;
-	fua_landed = 0;
+	memset(through_busy, 0, sizeof(through_busy));
 	n_dev_done = 0;
 	n_org_pend = 0;
 }
@@ -2223,14 +2328,18 @@ static void scenario_torn_seq(void)
  */
 static void scenario_discard_window(void)
 {
-	u32 freed[64], nf = 0, did;
+	u32 freed, did;
 
 	world_reset();
 	cur_cpu = 0;
 	op_write(5 * SPB, SPB);			/* w1 */
 	cur_cpu = 1;
 	did = next_disc++;
-	drop_one(5, did, freed, &nf);		/* ... and blocks 6, 7, ... */
+	/* pmc_io_discard()'s first block; then blocks 6, 7, ... */
+	pmc_env_stripe_lock(&E, 5);
+	discard_block(5, did);
+	freed = pmc_io_drop(&E, &E.m, &E.idx, 5);
+	pmc_env_stripe_unlock(&E, 5);
 	cur_cpu = 0;
 	op_write(5 * SPB, SPB);			/* w2, acknowledged */
 	cur_cpu = 2;
@@ -2250,7 +2359,8 @@ static void scenario_discard_window(void)
 		   IMG_NONE);
 	scenario_check(img_pool[0], "scenario discard window");
 	cur_cpu = 1;
-	drop_flush(freed, &nf);
+	if (freed != PMC_NO_SLOT)
+		free_slots(&freed, 1);
 }
 
 static void run_scenarios(void)
@@ -2629,6 +2739,9 @@ int main(int argc, char **argv)
 	       (unsigned long long)n_failed_writes,
 	       (unsigned long long)n_wb_done, (unsigned long long)n_evicted,
 	       (unsigned long long)n_media_errors);
+	printf("arounds=%llu throughs=%llu full_cache=%llu origin_write_failures=%llu\n",
+	       (unsigned long long)n_around, (unsigned long long)n_through,
+	       (unsigned long long)n_full, (unsigned long long)n_origin_failed);
 	printf("crash_states=%llu format_states=%llu bad_states=%llu violations=%llu\n",
 	       (unsigned long long)n_states,
 	       (unsigned long long)n_format_states,

@@ -10,18 +10,19 @@ A durability site is a line of dm-pmemcache/pmc_meta.c or pmc_index.c that
     pmc_model_store_noflush in the model: the store is visible but no
     fence makes it durable; the model has one half);
   - orders writeback (sets PMC_SF_WAITPREV): the mutant deletes it.
-The writeback policy pmc_wb.c is shared code too: its fence is a site as
-above, and each of its decisions (POLICY) is turned wrong one at a time
-(the text of the real code must match exactly once).
+The policy units pmc_wb.c (writeback), pmc_io.c (st->around, eviction,
+discard) and pmc_write.c (the write path: commit, around, through,
+full cache) are shared code too: their fences are sites as above, and
+each of their decisions (POLICY) is turned wrong one at a time (the text
+of the real code must match exactly once).
 Each mutant is a copy of the file with that one change, compiled into its
 own crash_model in a temporary folder, and run until the model reports a
 VIOLATION (an abort of the model does not count).  Every mutant must be
 caught.
 
-The model's own copies of the io.c steps (lines marked
-"SITE:" in crash_model.c: eviction and discard fences, the flush of a
-write's data, ...) are mutated the same way
-and listed separately: they test the model's copy, not the module.
+The model's own copies of io.c steps (lines marked "SITE:" in
+crash_model.c: the flush of a bio's data, the REQ_PREFLUSH fence) are mutated the same way and listed separately: they
+test the model's copy, not the module.
 
 usage: mutants.py [--long] [--only TEXT] [--list] [--keep]
 Prints "controls 1, not caught 1", one line per mutant, "durability
@@ -40,7 +41,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.normpath(os.path.join(HERE, "..", "..", "dm-pmemcache"))
 MODEL = os.path.join(HERE, "crash_model.c")
-SHARED = ["pmc_meta.c", "pmc_index.c", "pmc_wb.c", "pmc_io.c"]
+SHARED = ["pmc_meta.c", "pmc_index.c", "pmc_wb.c", "pmc_io.c", "pmc_write.c"]
 CFLAGS = ["-O2", "-g", "-Wall", "-Wextra", "-Wno-unused-parameter",
           "-Wno-sign-compare", "-std=gnu11"]
 NOFLUSH_DECL = ("void pmc_model_store_noflush(void *dst, const void *src, "
@@ -67,9 +68,9 @@ REGRESSIONS = [
      "\tpmc_meta_invalidate(m, old, PMC_P_FREE);\n"
      "\tif (pmc_slot_flags(idx->slot[old]) & PMC_SF_WB) {\n"
      "\t\tpmc_pmem_fence(PMC_P_FREE);\n"),
-    ("crash_model.c", "a write-through frees a clean copy after its origin write (T2 after T1)",
-     "\tif (slot != PMC_NO_SLOT && !(pmc_slot_flags(v) & PMC_SF_DIRTY)) {\n",
-     "\tif (0 && slot != PMC_NO_SLOT && !(pmc_slot_flags(v) & PMC_SF_DIRTY)) {\n"),
+    ("pmc_write.c", "a write-through frees a clean copy after its origin write (T2 after T1)",
+     "\tif (!r && t->slot != PMC_NO_SLOT &&\n\t    !(pmc_slot_flags(t->v) & PMC_SF_DIRTY)) {\n",
+     "\tif (0 && !r && t->slot != PMC_NO_SLOT &&\n\t    !(pmc_slot_flags(t->v) & PMC_SF_DIRTY)) {\n"),
 ]
 
 # The decisions of the shared I/O policy units (pmc_wb.c, pmc_io.c), each turned
@@ -100,6 +101,21 @@ POLICY = [
     ("pmc_io.c", "eviction does not check the slot again under the stripe lock",
      "\tif (READ_ONCE(idx->slot[s]) == v) {\n",
      "\tif (1) {\n"),
+    ("pmc_write.c", "a write does not wait for a write through the cache of its block (busy)",
+     "\twhile (pmc_env_through_busy(pc, oblock)) {\n",
+     "\twhile (0) {\n"),
+    ("pmc_write.c", "a write goes through the cache while an older copy is written back",
+     "\tif (pmc_index_inflight(idx, w->oblock)) {\n\t\tr = -EBUSY;\n",
+     "\tif (0) {\n\t\tr = -EBUSY;\n"),
+    ("pmc_write.c", "a failed origin write of a write-through (T1) is acknowledged",
+     "\tr = pmc_env_through_write(pc, t);\n",
+     "\tr = pmc_env_through_write(pc, t);\n\tr = 0;\n"),
+    ("pmc_write.c", "T2 drops the dirty copy although T1 failed",
+     "\tif (!r && t->slot != PMC_NO_SLOT) {\n",
+     "\tif (t->slot != PMC_NO_SLOT) {\n"),
+    ("pmc_write.c", "a full cache sends a cached block around the cache instead of through it",
+     "\t\tif (pmc_write_around(pc, idx, w))\n\t\t\treturn PMC_W_AROUND;\n\t\tr = pmc_write_through(pc, m, idx, w);\n",
+     "\t\tif (pmc_origin_write_get(pc, w->oblock))\n\t\t\treturn PMC_W_AROUND;\n\t\tr = pmc_write_through(pc, m, idx, w);\n"),
 ]
 
 FENCE_RE = re.compile(r"\b(pmc_pmem_fence|pmc_meta_fence)\s*\([^;]*\)")
