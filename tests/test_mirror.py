@@ -319,13 +319,13 @@ fi
 LONG = os.environ.get("PMC_LONG", "0") not in ("", "0")
 STORE_MUTANTS = [
     pytest.param("every store skips the second half",
-                 "\tif (m->mirror)\n\t\tpmc_pmem_write(m->mirror",
-                 "\tif (0 && m->mirror)\n\t\tpmc_pmem_write(m->mirror", True,
+                 "\tif (live & 2)\n\t\tpmc_pmem_write(m->half[1]",
+                 "\tif (0 && (live & 2))\n\t\tpmc_pmem_write(m->half[1]", True,
                  marks=pytest.mark.skipif(not LONG, reason="mutation testing: set PMC_LONG=1")),
     # half B is then a formatted cache without a record: a table loads it
     ("the stores of writes skip the second half (format's do not)",
-     "\tif (m->mirror)\n\t\tpmc_pmem_write(m->mirror",
-     "\tif (m->mirror && tag == PMC_P_FORMAT)\n\t\tpmc_pmem_write(m->mirror", False),
+     "\tif (live & 2)\n\t\tpmc_pmem_write(m->half[1]",
+     "\tif ((live & 2) && tag == PMC_P_FORMAT)\n\t\tpmc_pmem_write(m->half[1]", False),
 ]
 
 
