@@ -109,9 +109,13 @@ EDITS = {
         ("\thave = slot != PMC_NO_SLOT ? pmc_slot_mask(pc->idx.slot[slot]) & need : 0;\n",
          "\thave = slot != PMC_NO_SLOT ? pmc_slot_mask(pc->idx.slot[slot]) & need : 0;\n"
          "\tPMC_STAMP(2);\n"),
-        ("\t\treturn -EIO;\n\treturn pmc_copy_to_bio(bio, pmc_meta_data(&pc->meta, slot), first, mask);\n",
-         "\t\treturn -EIO;\n\tPMC_STAMP(3);\n"
-         "\treturn pmc_copy_to_bio(bio, pmc_meta_data(&pc->meta, slot), first, mask);\n"),
+        # the badblocks check and the copy, split by a stamp (same behaviour)
+        ("\tif (!pmc_pmem_range_bad(pc, at, bio->bi_iter.bi_size) &&\n"
+         "\t    !pmc_copy_to_bio(bio, pmc_meta_data(&pc->meta, slot), first, mask))\n"
+         "\t\treturn 0;\n",
+         "\tif (!pmc_pmem_range_bad(pc, at, bio->bi_iter.bi_size)) {\n\t\tPMC_STAMP(3);\n"
+         "\t\tif (!pmc_copy_to_bio(bio, pmc_meta_data(&pc->meta, slot), first, mask))\n"
+         "\t\t\treturn 0;\n\t}\n"),
         ("\tr = pmc_read_slot(pc, bio, slot, first, have);\n",
          "\tr = pmc_read_slot(pc, bio, slot, first, have);\n\tPMC_STAMP(4);\n"),
         ("\tpmc_index_ref(&pc->idx, slot);\n\tup_read(&st->lock);\n",
