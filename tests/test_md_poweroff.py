@@ -208,7 +208,14 @@ fi
 fio --name=rand --filename=$dev --direct=1 --ioengine=libaio --iodepth=16 \
 	--rw=randwrite --bs=4k --size=64m --time_based --runtime=900 \
 	> /dev/null 2>&1 &
+# until writes reach md (fio, or the cache's writeback, starts slowly on
+# a debug kernel), at most 60 s
 sleep 3
+n=0
+while [ "$(cat /sys/block/md0/md/stripe_cache_active)" = 0 ] && [ $n -lt 120 ]; do
+	sleep 0.5
+	n=$((n + 1))
+done
 # writeback at full speed (a flush that never ends: it waits for the member)
 [ $writer = cache ] && { dmsetup message pc 0 flush > /dev/null 2>&1 & sleep 1; }
 # From here every request to md's last member waits in dm until a resume
