@@ -309,10 +309,8 @@ bool pmc_mirror_lose(struct pmemcache *pc)
 	if (lost && lost != live) {
 		cur = (live & ~lost) == 2;
 		pmc_mirror_mark_alone(&mr->h[cur]);	/* M1, fenced */
-		if (cur) {
+		if (cur)
 			WRITE_ONCE(pc->pfn, mr->pfn);
-			WRITE_ONCE(mr->primary, 1);
-		}
 		pmc_meta_drop_half(&pc->meta, cur ^ 1);
 		pmc_health_set(pc, PMC_H_MIRROR_DEGRADED, -ENXIO);
 		DMERR("%s: mirror: lost the half on %s: running on %s alone, generation %llu",

@@ -45,7 +45,8 @@ static bool pmc_bdev_range_bad(struct block_device *bdev, u64 byte_off,
 
 bool pmc_pmem_range_bad(struct pmemcache *pc, u64 byte_off, u32 len)
 {
-	return pmc_bdev_range_bad(READ_ONCE(pc->mirror.primary) ?
+	/* live 2: half 0 was lost, reads use half 1 */
+	return pmc_bdev_range_bad(READ_ONCE(pc->meta.live) == 2 ?
 				  pc->mirror.dev->bdev : pc->pmem_dev->bdev,
 				  byte_off, len);
 }

@@ -119,7 +119,6 @@ struct pmc_mirror_dev {
 	struct pmc_mirror_half h[2];	/* 0: pmem_dev, 1: dev (mirror.c) */
 	struct pmc_mirror_plan plan;
 	spinlock_t lose_lock;	/* one pmc_mirror_lose() at a time */
-	u32 primary;		/* the half reads, badblocks and pfns use */
 };
 
 struct pmemcache {
