@@ -46,36 +46,48 @@ static u32 pmc_mirror_csum(const struct pmc_mirror_info *mi)
 	return pmc_crc32c(~0U, mi, offsetof(struct pmc_mirror_info, csum));
 }
 
-int pmc_mirror_load(struct pmc_mirror_half *h)
+void pmc_mirror_parse(const struct pmc_mirror_info mi[PMC_MIRROR_INFO_SLOTS],
+		      struct pmc_mirror_half *h)
 {
-	struct pmc_mirror_info mi;
 	u32 slot;
 
 	h->has_info = false;
 	for (slot = 0; slot < PMC_MIRROR_INFO_SLOTS; slot++) {
+		const struct pmc_mirror_info *m = &mi[slot];
 		u64 seq;
 
-		if (pmc_pmem_read(&mi, pmc_mirror_slot(h, slot), sizeof(mi))) {
-			h->has_info = false;
-			return -EIO;
-		}
-		if (le64_to_cpu(mi.magic) != PMC_MIRROR_MAGIC ||
-		    le32_to_cpu(mi.csum) != pmc_mirror_csum(&mi) ||
-		    (le32_to_cpu(mi.flags) & ~PMC_MIRROR_FLAGS))
+		if (le64_to_cpu(m->magic) != PMC_MIRROR_MAGIC ||
+		    le32_to_cpu(m->csum) != pmc_mirror_csum(m) ||
+		    (le32_to_cpu(m->flags) & ~PMC_MIRROR_FLAGS))
 			continue;
-		seq = le64_to_cpu(mi.seq);
+		seq = le64_to_cpu(m->seq);
 		if (h->has_info && seq <= h->info.seq)
 			continue;
 		h->has_info = true;
 		h->slot = slot;
 		h->info.seq = seq;
-		memcpy(h->info.pair_uuid, mi.pair_uuid, 16);
-		memcpy(h->info.half_uuid, mi.half_uuid, 16);
-		memcpy(h->info.partner_uuid, mi.partner_uuid, 16);
-		h->info.generation = le64_to_cpu(mi.generation);
-		h->info.resync_pos = le64_to_cpu(mi.resync_pos);
-		h->info.flags = le32_to_cpu(mi.flags);
+		memcpy(h->info.pair_uuid, m->pair_uuid, 16);
+		memcpy(h->info.half_uuid, m->half_uuid, 16);
+		memcpy(h->info.partner_uuid, m->partner_uuid, 16);
+		h->info.generation = le64_to_cpu(m->generation);
+		h->info.resync_pos = le64_to_cpu(m->resync_pos);
+		h->info.flags = le32_to_cpu(m->flags);
 	}
+}
+
+int pmc_mirror_load(struct pmc_mirror_half *h)
+{
+	struct pmc_mirror_info mi[PMC_MIRROR_INFO_SLOTS];
+	u32 slot;
+
+	h->has_info = false;
+	for (slot = 0; slot < PMC_MIRROR_INFO_SLOTS; slot++) {
+		/* an unreadable slot may be the newer one: trust neither */
+		if (pmc_pmem_read(&mi[slot], pmc_mirror_slot(h, slot),
+				  sizeof(mi[slot])))
+			return -EIO;
+	}
+	pmc_mirror_parse(mi, h);
 	return h->has_info ? 0 : -ENODATA;
 }
 

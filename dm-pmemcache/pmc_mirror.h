@@ -42,6 +42,13 @@ struct pmc_mirror_half {
 int pmc_mirror_load(struct pmc_mirror_half *h);
 
 /*
+ * The same from the slots' bytes, already read (pmemcachectl's probe):
+ * h->has_info and h->info of the valid slot with the higher seq.
+ */
+void pmc_mirror_parse(const struct pmc_mirror_info mi[PMC_MIRROR_INFO_SLOTS],
+		      struct pmc_mirror_half *h);
+
+/*
  * S1: zero every slot that holds no valid info, then read the info again
  * (same returns as pmc_mirror_load()).  A cut leaves the words of an
  * update that was never fenced in its slot; a later update of the same
