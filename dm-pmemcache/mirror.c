@@ -92,6 +92,30 @@ static int pmc_mirror_read(struct pmemcache *pc, bool scrub, char **error)
 	}
 }
 
+/*
+ * Constructor of a table without "mirror": refuse a half of a mirrored
+ * cache.  Alone it may be the stale half (its partner ran on without it,
+ * and nothing on this half can tell), and even a current half would take
+ * writes as a single-device cache that its partner never sees and that
+ * the next start of the pair copies away.  "mirror -" starts a half
+ * alone knowingly (M1 first); "format" makes it a single-device cache.
+ */
+int pmc_mirror_refuse_half(struct pmemcache *pc, char **error)
+{
+	struct pmc_mirror_half h = { .base = pc->kaddr, .present = true };
+
+	switch (pmc_mirror_load(&h)) {
+	case -ENODATA:
+		return 0;
+	case -EIO:
+		*error = "mirror: media error reading the mirror info";
+		return -EIO;
+	default:
+		*error = "mirror: a half of a mirrored cache: give its other half or mirror -";
+		return -EINVAL;
+	}
+}
+
 /* Constructor: which half to open the cache from (pmc_load_check()). */
 int pmc_mirror_check(struct pmemcache *pc, u8 **base, char **error)
 {

@@ -372,6 +372,7 @@ static inline void pmc_note_foreground(struct pmemcache *pc)
 
 /* mirror.c */
 int pmc_mirror_check(struct pmemcache *pc, u8 **base, char **error);
+int pmc_mirror_refuse_half(struct pmemcache *pc, char **error);
 int pmc_mirror_start(struct pmemcache *pc, const struct pmc_origin_id *oid);
 bool pmc_mirror_lose(struct pmemcache *pc);
 

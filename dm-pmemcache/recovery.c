@@ -30,6 +30,10 @@ int pmc_load_check(struct pmemcache *pc, char **error)
 		r = pmc_mirror_check(pc, &base, error);
 		if (r)
 			return r;
+	} else if (!pc->format) {
+		r = pmc_mirror_refuse_half(pc, error);
+		if (r)
+			return r;
 	}
 	pc->need_format = pc->format;
 	if (!pc->format) {

@@ -14,11 +14,15 @@ and /dev/pmem1 (320 MiB; the cache uses the smaller).
   regions make a new pair, and fio --verify writes through the mirrored
   cache.
 - A power cut with dirty blocks (asserted: the recovery of each half
-  counts them), then each half alone is a complete crash image: a
-  single-device table on half B (pmem1), then on half A, reads back every
-  acknowledged write (the writer of tests/test_target_powercut.py); then
-  the mirrored table on the pair again (halves that each recovery changed
-  alone) reads them back too.
+  counts them), then each half alone is a complete crash image: half B
+  (pmem1) alone, then half A alone (`mirror - degraded`, each on the
+  image of the cut, kept on the host), reads back every acknowledged
+  write (the writer of tests/test_target_powercut.py); then the mirrored
+  table on the pair reads them back too.
+- A table without `mirror` on a half is refused with its line: alone, a
+  half may be the stale one. The mutant without that refusal starts the
+  old half B as a single-device cache after A ran alone, and B serves
+  data that A's acknowledged writes replaced: caught.
 - Two mutants of the store helper, pmc_meta_store(): every store skips
   the second half (half B is then refused: no superblock), and only the
   stores of writes do (half B is a cache without records: acknowledged
@@ -32,13 +36,16 @@ and /dev/pmem1 (320 MiB; the cache uses the smaller).
   are acknowledged on A alone; a table without `degraded` then starts too
   (A's info says it ran alone). B back: B alone (`mirror -`) is refused;
   B beside A, B first in the table, is resynced from A; the pair, then B
-  alone and A alone (single-device tables) read back every acknowledged
-  write, those of the degraded run too. The mutant that skips M1 is
+  alone and A alone (`mirror - degraded`) read back every acknowledged
+  write, those of the degraded run too; B alone without `mirror` is
+  refused too. The mutant that skips M1 is
   caught: the pair starts as "in sync" and copies the stale B over A.
 """
+import contextlib
 import os
 import random
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -54,6 +61,10 @@ NBLOCKS = 64
 # No writeback while the writer runs: the blocks stay dirty in the cache.
 ARGS = "6 high_watermark 100 low_watermark 100 mirror /dev/pmem1"
 SINGLE = "4 high_watermark 100 low_watermark 100"
+# One half alone, knowingly (a table without `mirror` is refused on a half).
+ALONE = "6 high_watermark 100 low_watermark 100 mirror -"
+DEGRADED = "7 high_watermark 100 low_watermark 100 mirror - degraded"
+HALF_LINE = "mirror: a half of a mirrored cache: give its other half or mirror -"
 # Partitions of pmem0 for the same-region case: 64 MiB each.
 P1, P2, PART_SECTORS = 2048, 133120, 131072
 
@@ -144,7 +155,8 @@ dmsetup remove pc
 def test_single_device_cache_given_a_mirror_is_copied_to_it(vm):
     """A cache with dirty blocks on pmem0 alone, then the same cache with
     `mirror /dev/pmem1` (blank): the first resume copies it (R1..R5); then
-    pmem1 alone, under a single-device table, holds every dirty block."""
+    pmem1 alone (`mirror - degraded`: a single-device table is refused on
+    a half) holds every dirty block."""
     script = r"""
 pmc_init2
 md_make md0 raid1 2 a
@@ -159,17 +171,19 @@ dmesg | grep -q "mirror: copying the half on $a to $b" && echo COPIED=1
 status 2
 fio_check small /dev/mapper/pc %(job)s
 dmsetup remove pc
-echo "0 $(blockdev --getsz /dev/md0) pmemcache /dev/md0 /dev/pmem1 4096 %(single)s" > /tmp/t
-dm_create pc "$(cat /tmp/t)" || die "table on pmem1 alone"
+sz=$(blockdev --getsz /dev/md0)
+refused half "0 $sz pmemcache /dev/md0 /dev/pmem1 4096 %(single)s" "%(line)s"
+dm_create pc "0 $sz pmemcache /dev/md0 /dev/pmem1 4096 %(degraded)s" || die "pmem1 alone"
 status 3
 fio_check small /dev/mapper/pc %(job)s
 dmsetup remove pc
-""" % dict(single=SINGLE, args=ARGS, job="--rw=randwrite --bs=4k --size=8m --offset=0")
+""" % dict(single=SINGLE, args=ARGS, degraded=DEGRADED, line=HALF_LINE, job="--rw=randwrite --bs=4k --size=8m --offset=0")
     res = boot(vm, script)
     s1, s2, s3 = (parse_status(res.value("STATUS%d" % i)) for i in (1, 2, 3))
     assert s1["dirty"] > 0
     assert s2["dirty"] == s1["dirty"] and s3["dirty"] == s1["dirty"]
     assert res.value("COPIED") == "1"
+    assert res.values("REFUSED") == ["half"]
     assert res.values("VERIFY_OK") == ["small", "small"]
 
 
@@ -179,7 +193,7 @@ md_make md0 raid5 4 a
 dm_create pc "$(pmc_table md0 '%(args)s')" || die create
 """ + WRITE_LOOP
 
-# A table on one half alone (%(half)s, single-device features) or on the
+# A table on one half alone (%(half)s, `mirror - degraded`) or on the
 # pair again (%(half)s = pmem0, mirrored features), after the cut: read
 # every sector.
 CHECK_HALF = r"""
@@ -197,10 +211,35 @@ status 2
 LOST = "MIRROR HALF LOST WRITES"
 
 
-def check_half(vm, half, allowed, args=SINGLE):
-    """Half @half alone (or the pair, with @args ARGS): (dirty blocks it
-    recovered, {sector: (got, allowed)} lost). A table it refuses counts
-    as every write lost."""
+HALF_IMAGE = {"pmem0": "pmem.img", "pmem1": "pmem2.img"}
+
+
+@contextlib.contextmanager
+def image_kept(vm, half):
+    """The NVDIMM image of @half as it is now, put back afterwards: a half
+    started alone stores that it ran alone (M1), and the next check must
+    see the image of the cut.  Only that half is written meanwhile: no
+    writeback (high_watermark 100), and the table names no other half."""
+    img = vm.state / HALF_IMAGE[half]
+    kept = img.with_suffix(".kept")
+    subprocess.run(["cp", "--sparse=always", str(img), str(kept)], check=True)
+    try:
+        yield
+    finally:
+        os.replace(kept, img)
+
+
+def check_half(vm, half, allowed, pair=False):
+    """Half @half alone, on the image it has now (kept), or the pair:
+    (dirty blocks it recovered, {sector: (got, allowed)} lost). A table
+    it refuses counts as every write lost."""
+    if pair:
+        return read_through(vm, half, allowed, ARGS)
+    with image_kept(vm, half):
+        return read_through(vm, half, allowed, DEGRADED)
+
+
+def read_through(vm, half, allowed, args):
     res = vm.run(MIRROR_PRELUDE + CHECK_HALF % dict(
         half=half, args=args, nblocks=NBLOCKS, nsec=NBLOCKS * 8),
         pmem_size=PMEM_MB, pmem2_size=PMEM2_MB, timeout=600, check=False)
@@ -232,11 +271,9 @@ def cut_and_check_halves(vm, seed):
     """One writer boot on the mirrored table, cut; then each half alone.
     Returns (acknowledged writes, {half: (dirty, lost)})."""
     allowed, nacked = write_on_the_pair_and_cut(vm, seed)
-    # half B first: the single table on A may repair A, never B
+    # each half alone on the image of the cut, then the pair on it
     halves = {h: check_half(vm, h, allowed) for h in ("pmem1", "pmem0")}
-    # then the pair again: each half was recovered alone, so they may
-    # differ; the start compares them and copies from half A
-    halves["pair"] = check_half(vm, "pmem0", allowed, args=ARGS)
+    halves["pair"] = check_half(vm, "pmem0", allowed, pair=True)
     return nacked, halves
 
 
@@ -258,6 +295,58 @@ def test_power_cut_leaves_each_half_a_complete_crash_image(vm):
         assert not lost, "%s: %s on %s: %s" % (LOST, len(lost), half, sorted(lost.items())[:5])
     print("mirror power cut: %d acknowledged writes, dirty blocks recovered %s, lost 0"
           % (nacked, {h: d for h, (d, _) in halves.items()}))
+
+
+# The pair writes OLD to block 0, half A alone (`mirror - degraded`) then
+# writes NEW there; then half B, the stale one, under a table without
+# `mirror`: refused, or (the mutant) started, and what it reads.
+STALE_HALF = r"""
+pmc_init2
+md_make md0 raid1 2 a
+sz=$(blockdev --getsz /dev/md0)
+fill() { dd if=/dev/zero bs=4096 count=1 2>/dev/null | tr '\000' "$1" | \
+	dd of=/dev/mapper/pc bs=4096 count=1 oflag=direct conv=fsync,notrunc 2>/dev/null || die "write $1"; }
+dm_create pc "0 $sz pmemcache /dev/md0 /dev/pmem0 4096 %(args)s" || die pair
+fill O
+dmsetup remove pc
+dm_create pc "0 $sz pmemcache /dev/md0 /dev/pmem0 4096 %(degraded)s" || die "A alone"
+fill N
+status 1
+dmsetup remove pc
+dmesg -c > /dev/null
+if dm_create pc "0 $sz pmemcache /dev/md0 /dev/pmem1 4096 %(single)s" 2>/dev/null; then
+	echo "B_READS=$(dd if=/dev/mapper/pc bs=4096 count=1 iflag=direct 2>/dev/null | head -c 4)"
+	dmsetup remove pc
+else
+	dmesg | grep -qF "%(line)s" && echo REFUSED_LINE=1
+fi
+""" % dict(args=ARGS, degraded=DEGRADED, single=SINGLE, line=HALF_LINE)
+
+
+def stale_half_alone(vm):
+    """STALE_HALF's verdict: a failure token, or None."""
+    res = boot(vm, STALE_HALF)
+    assert parse_status(res.value("STATUS1"))["dirty"] > 0      # NEW is in A, dirty
+    got = res.value("B_READS")
+    if got is None:
+        assert res.value("REFUSED_LINE") == "1", res.tail(10)
+        return None
+    return "%s: B alone without mirror started and read %r where A acknowledged NNNN" % (LOST, got)
+
+
+def test_a_half_without_mirror_is_refused(vm):
+    assert stale_half_alone(vm) is None
+    print("the stale half B under a table without mirror: refused (%s)" % HALF_LINE)
+
+
+def test_a_half_without_mirror_mutant_is_caught(vm, tmp_path):
+    """The mutant: the refusal removed (as before this check existed)."""
+    ko = build_mutant(tmp_path, "\t} else if (!pc->format) {\n",
+                      "\t} else if (0 && !pc->format) {\n", "recovery.c")
+    use_module(vm, ko)
+    verdict = stale_half_alone(vm)
+    assert verdict, "mutant not caught (no refusal of a half alone)"
+    print("mutant caught: " + verdict)
 
 
 def build_mutant(tmp, old, new, name="pmc_meta.h"):
@@ -348,8 +437,6 @@ def test_store_helper_skipping_the_second_half_is_caught(vm, tmp_path, what, old
 
 
 # Step 3: a half lost.  Half B (pmem1) is the one that goes.
-ALONE = "6 high_watermark 100 low_watermark 100 mirror -"
-DEGRADED = "7 high_watermark 100 low_watermark 100 mirror - degraded"
 B_FIRST = "6 high_watermark 100 low_watermark 100 mirror /dev/pmem0"
 NEW_BLOCKS = 16     # written while degraded, after the writer's blocks
 WHY_MISSING = "the other half is missing and may have run alone since (degraded overrides)"
@@ -405,6 +492,7 @@ fi
 BACK_BOOT = r"""
 [ -b /dev/pmem1 ] || die "no /dev/pmem1"
 refused stale "0 $sz pmemcache /dev/md0 /dev/pmem1 4096 %(alone)s" "%(why)s"
+refused stale_single "0 $sz pmemcache /dev/md0 /dev/pmem1 4096 %(single)s" "%(half_line)s"
 dmesg -c > /dev/null
 dm_create pc "0 $sz pmemcache /dev/md0 /dev/pmem1 4096 %(b_first)s" || die "pair refused"
 a=$(cat /sys/block/pmem0/dev) b=$(cat /sys/block/pmem1/dev)
@@ -414,7 +502,7 @@ status 5
 readback pair
 dmsetup remove pc
 for h in pmem1 pmem0; do
-	dm_create pc "0 $sz pmemcache /dev/md0 /dev/$h 4096 %(single)s" || die "single on $h"
+	dm_create pc "0 $sz pmemcache /dev/md0 /dev/$h 4096 %(degraded)s" || die "$h alone"
 	readback $h
 	dmsetup remove pc
 done
@@ -434,7 +522,7 @@ def degraded_scenario(vm, seed):
     `degraded`, then without); B back. Returns what each step showed."""
     allowed, nacked = write_on_the_pair_and_cut(vm, seed)
     sub = dict(alone=ALONE, degraded=DEGRADED, b_first=B_FIRST, single=SINGLE,
-               why=WHY_MISSING, nblocks=NBLOCKS, nsec=NBLOCKS * 8, new=NEW_BLOCKS)
+               half_line=HALF_LINE, why=WHY_MISSING, nblocks=NBLOCKS, nsec=NBLOCKS * 8, new=NEW_BLOCKS)
     prelude = DEGRADED_PRELUDE % sub
     # half B's NVDIMM is not in this guest (its image stays on the host)
     deg = vm.run(prelude + DEGRADED_BOOT % sub, pmem_size=PMEM_MB, timeout=600)
@@ -462,7 +550,7 @@ def test_degraded_start_then_the_lost_half_back(vm):
         assert deg.value(k).endswith(" mirror_degraded"), (k, deg.value(k))
     assert deg.value("KNOWN") == "1", "the survivor did not know it ran alone (M1)"
     # B alone refused; the pair copies A to B; health back to ok
-    assert back.values("REFUSED") == ["stale"]
+    assert back.values("REFUSED") == ["stale", "stale_single"]
     assert back.values("COPIED") == ["A_TO_B"]
     assert back.value("STATUS5").endswith(" ok"), back.value("STATUS5")
     for tag, lost in r["lost"].items():
