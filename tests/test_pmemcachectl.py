@@ -99,8 +99,13 @@ WORKLOAD_DIRTY, WORKLOAD_DIRTY_SECTORS = 5, 33
 
 @pytest.fixture
 def images(tool, tmp_path):
+    return make_images(tmp_path)
+
+
+def make_images(tmp_path):
     """pmem.img with WORKLOAD, origin.img (random) and expected.img (the
     origin as it must be once every acknowledged write is on it)."""
+    tmp_path.mkdir(exist_ok=True)
     origin, expected = tmp_path / "origin.img", tmp_path / "expected.img"
     origin.write_bytes(random.Random(6).randbytes(ORIGIN_SECTORS * 512))
     shutil.copy(origin, expected)
@@ -179,6 +184,10 @@ def test_no_command_and_unknown_command_are_usage_errors(tool):
                                         "origin stays stale", "add --force"]),
     (["remove", "pc", "--force"], ["--force only goes with --keep-dirty"]),
     (["flush", "pc", "--force"], ["bad option '--force'"]),
+    (["create", "pc", "-o", "/x", "-c", "/y", "--degraded"],
+     ["--degraded is only for a mirrored cache"]),
+    (["create", "pc", "-o", "/x", "-c", "/y", "--format", "--mirror", "missing"],
+     ["--format needs both halves"]),
     (["activate"], ["need --all or exactly one PMEMDEV"]),
     (["activate", "--all", "/dev/pmem0"], ["need --all or exactly one PMEMDEV"]),
     (["activate", "/dev/pmem0", "/dev/pmem1"], ["need --all or exactly one PMEMDEV"]),
@@ -1068,6 +1077,137 @@ def test_activate_refuses_what_it_cannot_pin_down(tree, tmp_path):
                    "use create")
 
 
+
+
+HALF_A, HALF_B = b"\xaa" * 16, b"\xbb" * 16
+
+
+def write_mirror_info(img, half, partner, generation=1, flags=0, seq=1, slot=0):
+    """A mirror info slot (struct pmc_mirror_info, docs/format.md) naming
+    the image's cache as the pair."""
+    import struct
+    pair = bytes.fromhex(cache_uuid(img).replace("-", ""))
+    body = struct.pack("<QQ16s16s16sQQI40s", 0x317272696d434d50, seq, pair, half, partner,
+                       generation, 0, flags, bytes(40))
+    with open(img, "r+b") as f:
+        f.seek(1024 + 128 * slot)
+        f.write(body + crc32c(0xFFFFFFFF, body).to_bytes(4, "little"))
+
+
+def mirror_pair(tree):
+    """The tree's cache on pmem0 and a copy on pmem1: the two halves of
+    one mirrored cache, in sync."""
+    img1 = tree.dev / "pmem1"
+    shutil.copy(tree.img, img1)
+    tree.add("pmem1", "259:1", PMEM_BYTES // 512)
+    write_mirror_info(tree.img, HALF_A, HALF_B)
+    write_mirror_info(img1, HALF_B, HALF_A)
+    return img1
+
+
+def test_activate_starts_the_halves_of_a_mirror_together(tree):
+    img1 = mirror_pair(tree)
+    p = tree.run("activate", "--all", "--dry-run")
+    assert p.returncode == OK, p.stderr
+    assert len(p.stdout.splitlines()) == 1, p.stdout       # one device for the pair
+    assert p.stdout.startswith("%s/pmem0: would create" % tree.dev)
+    assert ", mirror %s/pmem1)" % tree.dev in p.stdout, p.stdout
+    p = tree.run("activate", img1, "--dry-run")
+    assert p.returncode == OK and ", mirror %s/pmem0)" % tree.dev in p.stdout, p.stdout
+    # another cache's half is no partner
+    write_mirror_info(img1, b"\xcc" * 16, HALF_A)
+    p = tree.run("activate", tree.img, "--dry-run")
+    assert p.returncode == NOORIGIN, p.stdout
+
+
+def test_activate_starts_a_half_alone_only_if_it_knows_it_ran_alone(tree):
+    mirror_pair(tree)
+    tree.remove("pmem1", "259:1")
+    p = tree.run("activate", "--all", "--dry-run")
+    assert p.returncode == NOORIGIN and p.stdout == ""
+    one_error_line(p, "a half of a mirrored cache whose other half is not present",
+                   "not activated", "create --mirror missing --degraded")
+    # M1 stored (a new generation, the partner stale): it holds every write
+    write_mirror_info(tree.img, HALF_A, HALF_B, generation=2, flags=1, seq=2, slot=1)
+    p = tree.run("activate", "--all", "--dry-run")
+    assert p.returncode == OK and p.stdout.endswith(", mirror -)\n"), p.stdout
+    # a half being copied from its partner (RESYNCING) never starts alone
+    write_mirror_info(tree.img, HALF_A, HALF_B, generation=2, flags=3, seq=3, slot=0)
+    assert tree.run("activate", tree.img, "--dry-run").returncode == NOORIGIN
+    p = tree.run("activate", "--all", "--dry-run")     # left to its partner
+    assert p.returncode == OK and "no cache on" in p.stdout, p.stdout
+
+
+def half_pair(images):
+    """The images fixture's cache (pmem.img, dirty) and a copy, as the
+    two halves of one mirrored cache in sync."""
+    pmem, origin, expected = images
+    other = pmem.with_name("pmem2.img")
+    shutil.copy(pmem, other)
+    write_mirror_info(pmem, HALF_A, HALF_B)
+    write_mirror_info(other, HALF_B, HALF_A)
+    return pmem, other, origin, expected
+
+
+def test_check_says_what_each_half_knows_and_which_is_current(images):
+    pmem, other, _, _ = half_pair(images)
+    p = run("check", pmem)
+    assert p.returncode == DIRTY, p.stderr
+    assert "half aaaaaaaa-aaaa-aaaa-aaaa-aaaaaaaaaaaa, partner bbbbbbbb" in p.stdout
+    assert "alone it cannot tell whether the partner ran on since" in p.stdout
+    assert "refused: the other half is missing and may have run alone since" in p.stdout
+    j = check_json(pmem, "--mirror", other, rc=DIRTY)["mirror"]
+    assert j["start"] == "both" and j["holder"] == str(pmem) and j["reason"] is None
+    assert [h["generation"] for h in j["halves"]] == [1, 1]
+    # B ran alone (M1): B holds every write, A is to be copied from it
+    write_mirror_info(other, HALF_B, HALF_A, generation=2, flags=1, seq=2, slot=1)
+    j = check_json(pmem, "--mirror", other, rc=DIRTY)["mirror"]
+    assert j["start"] == "copy" and j["holder"] == str(other), j
+    assert check_json(other, rc=DIRTY)["mirror"]["start"] == "alone"
+    p = run("check", tmp_copy(pmem), "--mirror", tmp_copy(other, "plain2.img"))
+    assert p.returncode == USAGE
+    one_error_line(p, "--mirror: neither", "is a half of a mirrored cache")
+
+
+def tmp_copy(img, name="plain.img"):
+    """A device with no mirror info (a copy of @img without its slots)."""
+    c = img.with_name(name)
+    shutil.copy(img, c)
+    with open(c, "r+b") as f:
+        f.seek(1024)
+        f.write(bytes(256))
+    return c
+
+
+def test_drain_takes_the_current_half_and_never_a_stale_one(images):
+    pmem, other, origin, expected = half_pair(images)
+    o0 = sha(origin)
+    # A alone cannot tell whether B ran on since: nothing written
+    p = run("drain", pmem, origin)
+    assert p.returncode == DEVICE and sha(origin) == o0
+    one_error_line(p, "a half of a mirrored cache: the other half is missing",
+                   "--mirror OTHER gives its other half", "nothing written")
+    # B ran alone: with both given, drain reads B; A alone is still refused
+    write_mirror_info(other, HALF_B, HALF_A, generation=2, flags=1, seq=2, slot=1)
+    p = run("drain", pmem, origin, "--mirror", other)
+    assert p.returncode == OK, p.stderr
+    assert "draining from %s, the half that holds every acknowledged write" % other in p.stdout
+    assert origin.read_bytes() == expected.read_bytes()
+    assert check_json(other, rc=OK)["records"]["dirty"] == 0
+    assert check_json(pmem, rc=DIRTY)["records"]["dirty"] == WORKLOAD_DIRTY   # left stale
+
+
+def test_drain_of_halves_in_sync_marks_both_clean(images):
+    pmem, other, origin, expected = half_pair(images)
+    p = run("drain", pmem, origin, "--mirror", other)
+    assert p.returncode == OK, p.stderr
+    assert origin.read_bytes() == expected.read_bytes()
+    for half in (pmem, other):
+        assert check_json(half, rc=OK)["records"]["dirty"] == 0, half
+    # --degraded: A alone, the administrator's word
+    pmem2, _, origin2, expected2 = half_pair(make_images(pmem.parent / "again"))
+    p = run("drain", pmem2, origin2, "--degraded")
+    assert p.returncode == OK and origin2.read_bytes() == expected2.read_bytes()
 
 
 def write_kept_mark(img, uuid, when=1700000000):

@@ -136,12 +136,62 @@ static int refresh_dm(struct activate *a)
 	return 0;
 }
 
+/*
+ * The other half of the mirrored cache whose half @pm is, waiting for it
+ * until the deadline of --wait: 1 with *@partner set, or 0.
+ */
+static int find_partner(const struct activate *a, const struct pmctl_blk *pm,
+			const struct pmctl_sb *sb, struct pmctl_blk *partner)
+{
+	static struct pmctl_blk list[MAX_PMEM];
+	int i, n;
+
+	for (;;) {
+		n = pmctl_blk_list("pmem", list, MAX_PMEM);
+		for (i = 0; i < n; i++) {
+			if (strcmp(list[i].name, pm->name) &&
+			    pmctl_is_partner_of(sb, &list[i])) {
+				*partner = list[i];
+				return 1;
+			}
+		}
+		if (pmctl_now_s() >= a->deadline)
+			return 0;
+		pmctl_sleep_ms(WAIT_STEP_MS);
+	}
+}
+
+/*
+ * The second half of the table for a half of a mirrored cache: its
+ * partner, or "-" for a half that knows it ran alone (it is current, and
+ * the module starts it alone).  Anything else waits for the partner:
+ * as mdadm does not start a degraded array at boot, a half that cannot
+ * tell whether its partner ran alone since is never started alone here.
+ * NULL after one line.
+ */
+static const char *mirror_of(const struct activate *a, const struct pmctl_blk *pm,
+			     const struct pmctl_sb *sb, struct pmctl_blk *partner)
+{
+	char cu[37];
+
+	if (find_partner(a, pm, sb, partner))
+		return partner->path;
+	if (sb->mirror.partner_stale && !sb->mirror.resyncing)
+		return "-";
+	pmctl_uuid_str(sb->cache_uuid, cu);
+	err("%s: cache %s: a half of a mirrored cache whose other half is not present%s: "
+	    "not activated (create --mirror missing --degraded starts it alone)", pm->path,
+	    cu, a->wait_s ? " after --wait" : "");
+	return NULL;
+}
+
 static int activate_one(struct activate *a, const struct pmctl_blk *pm,
 			const struct pmctl_sb *sb)
 {
 	char uuid[PMCTL_DM_UUID_LEN + 1], name[128], ident[160], cu[37];
 	const struct dmdev *d;
-	struct pmctl_blk org[4];
+	struct pmctl_blk org[4], partner;
+	const char *mirror = NULL;
 	struct create_opts o;
 	int n, r;
 
@@ -190,19 +240,26 @@ static int activate_one(struct activate *a, const struct pmctl_blk *pm,
 		    "created", pm->path, cu, n, org[0].path, org[1].path);
 		return EXIT_DEVICE;
 	}
+	if (sb->mirror.valid) {
+		mirror = mirror_of(a, pm, sb, &partner);
+		if (!mirror)
+			return EXIT_NOORIGIN;
+	}
 	if (a->name)
 		snprintf(name, sizeof(name), "%s", a->name);
 	else
 		pmctl_default_name(sb->cache_uuid, name, sizeof(name));
 	if (a->dry_run) {
-		printf("%s: would create /dev/mapper/%s over %s (DM UUID %s, block size %u)\n",
-		       pm->path, name, org[0].path, uuid, sb->block_size);
+		printf("%s: would create /dev/mapper/%s over %s (DM UUID %s, block size %u%s%s)\n",
+		       pm->path, name, org[0].path, uuid, sb->block_size,
+		       mirror ? ", mirror " : "", mirror ? mirror : "");
 		return EXIT_OK;
 	}
 	memset(&o, 0, sizeof(o));
 	o.name = name;
 	o.origin = org[0].path;
 	o.cache = pm->path;
+	o.mirror = mirror;
 	o.block_size = sb->block_size;
 	o.high_wm = o.low_wm = o.wb_jobs = o.max_age = -1;
 	o.activate = true;
@@ -249,10 +306,11 @@ int cmd_activate(int argc, char **argv)
 	};
 	static struct pmctl_blk pm[MAX_PMEM];
 	static struct dmdev dm[MAX_DM];
+	static uint8_t pairs[MAX_PMEM][16];	/* mirrored caches done here */
 	struct activate a = { .dm = dm };
 	struct pmctl_sb sb;
 	bool all = false;
-	int c, i, n, r, rc = EXIT_OK, found = 0;
+	int c, i, j, n, r, rc = EXIT_OK, found = 0, npairs = 0;
 
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":an:w:N", opts, NULL)) != -1) {
@@ -315,6 +373,8 @@ int cmd_activate(int argc, char **argv)
 			}
 			continue;	/* e.g. a namespace being reconfigured */
 		}
+		if (sb.mirror.valid && sb.mirror.resyncing && all)
+			continue;	/* its partner, the holder, activates it */
 		if (sb.state == PMCTL_SB_BAD) {
 			err("%s: a pmemcache superblock that does not validate: not activated "
 			    "(see pmemcachectl check)", pm[i].path);
@@ -327,6 +387,14 @@ int cmd_activate(int argc, char **argv)
 				return EXIT_NOCACHE;
 			}
 			continue;
+		}
+		if (sb.mirror.valid) {
+			/* one run per mirrored cache: its first half found */
+			for (j = 0; j < npairs && memcmp(pairs[j], sb.cache_uuid, 16); j++)
+				;
+			if (j < npairs)
+				continue;
+			memcpy(pairs[npairs++], sb.cache_uuid, 16);
 		}
 		found++;
 		rc = merge(rc, activate_one(&a, &pm[i], &sb));

@@ -17,6 +17,7 @@
 #include <json-c/json.h>
 
 #include "pmemcachectl.h"
+#include "halves.h"
 #include "libpmc.h"
 
 static int verdict_exit(int v)
@@ -191,19 +192,39 @@ static void check_human(struct pmc_image *im, int v, const char *why,
 		       (unsigned long long)im->rs.dirty, im->dev.path);
 }
 
-enum { OPT_NO_MARK_CLEAN = 256 };
+enum { OPT_NO_MARK_CLEAN = 256, OPT_MIRROR, OPT_DEGRADED };
+
+/*
+ * Open a cache image read-only (@readonly) or not; O_EXCL where it can,
+ * and only read-only without it (a live snapshot, with a warning).
+ */
+static int open_image(struct pmc_image *im, const char *path, bool readonly)
+{
+	int r = pmc_image_open(im, path, readonly, true);
+
+	if (r == -EBUSY && readonly) {
+		r = pmc_image_open(im, path, true, false);
+		if (!r)
+			warnx_("%s is in use: the metadata may change while it is read", path);
+	}
+	if (r)
+		err("%s", pmc_errmsg);
+	return r ? open_exit(r) : 0;
+}
 
 int cmd_check(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "origin", required_argument, NULL, 'o' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "mirror", required_argument, NULL, OPT_MIRROR },
 		{ NULL, 0, NULL, 0 },
 	};
+	struct pmctl_halves hv;
 	struct pmc_origin_id oid;
-	struct pmc_image im;
+	struct pmc_image im, om;
 	struct pmc_dev od;
-	const char *origin = NULL, *why;
+	const char *origin = NULL, *mirror = NULL, *why;
 	bool json = false;
 	int c, v, r;
 
@@ -215,6 +236,9 @@ int cmd_check(int argc, char **argv)
 			break;
 		case 'j':
 			json = true;
+			break;
+		case OPT_MIRROR:
+			mirror = optarg;
 			break;
 		default:
 			return bad_option(c, argv, "check");
@@ -238,33 +262,83 @@ int cmd_check(int argc, char **argv)
 		}
 	}
 	/* O_EXCL only to learn whether the module holds it: a live snapshot. */
-	r = pmc_image_open(&im, argv[optind], true, true);
-	if (r == -EBUSY) {
-		r = pmc_image_open(&im, argv[optind], true, false);
-		if (!r)
-			warnx_("%s is in use: the metadata may change while it is read",
-			       argv[optind]);
+	r = open_image(&im, argv[optind], true);
+	if (r)
+		return r;
+	if (mirror) {
+		r = open_image(&om, mirror, true);
+		if (r) {
+			pmc_image_close(&im);
+			return r;
+		}
 	}
-	if (r) {
-		err("%s", pmc_errmsg);
-		return open_exit(r);
-	}
-	v = pmc_image_check(&im, origin ? &oid : NULL, &why);
-	if (v < 0) {
+	r = pmctl_halves_read(&hv, &im, mirror ? &om : NULL, false);
+	v = r ? 0 : pmc_image_check(&im, origin ? &oid : NULL, &why);
+	if (!r && v < 0) {
 		err("%s: %s", argv[optind], pmc_errmsg);
-		pmc_image_close(&im);
-		return EXIT_IO;
+		r = EXIT_IO;
 	}
+	if (r)
+		goto out;
 	if (json) {
 		json_object *j = check_json(&im, v, why, origin ? &oid : NULL);
 
+		json_object_object_add(j, "mirror", pmctl_halves_json(&hv));
 		pmctl_print_json(j);
 		json_object_put(j);
 	} else {
 		check_human(&im, v, why, origin ? &oid : NULL);
+		pmctl_halves_print(&hv);
 	}
+	r = verdict_exit(v);
+out:
+	if (mirror)
+		pmc_image_close(&om);
 	pmc_image_close(&im);
-	return verdict_exit(v);
+	return r;
+}
+
+/*
+ * The half to drain from: PMEMDEV if it is no mirror half; else the one
+ * that holds every acknowledged write, as the module would start them
+ * (a half alone only if it knows it ran alone, or with --degraded).
+ * Writing back a stale half would put old data over newer on the origin.
+ */
+static int drain_source(struct pmctl_halves *hv, struct pmc_image *im,
+			struct pmc_image *om, bool degraded, struct pmc_image **src)
+{
+	int r = pmctl_halves_read(hv, im, om, degraded);
+
+	if (r)
+		return r;
+	*src = pmctl_halves_holder(hv);
+	if (!*src) {
+		err("%s: a half of a mirrored cache: %s%s: nothing written", im->dev.path,
+		    hv->plan.why, om ? "" : " (--mirror OTHER gives its other half)");
+		return EXIT_DEVICE;
+	}
+	if (hv->mirrored && *src != im)
+		printf("%s: draining from %s, the half that holds every acknowledged write\n",
+		       im->dev.path, (*src)->dev.path);
+	return 0;
+}
+
+/*
+ * Halves in sync: each CLEAN goes to both, or the next start of the pair
+ * could copy the other half's dirty record back over it.
+ */
+static int mark_both_halves(struct pmctl_halves *hv, struct pmc_image *src)
+{
+	struct pmc_image *other = hv->im[src == hv->im[0]];
+
+	if (!hv->mirrored || hv->plan.action != PMC_MIRROR_BOTH)
+		return 0;
+	if (other->pmem_bytes < src->meta.pmem_bytes) {
+		err("%s: smaller than the cache on %s", other->dev.path, src->dev.path);
+		return EXIT_DEVICE;
+	}
+	pmc_meta_use_halves(&src->meta, src->base, other->base);
+	return 0;
 }
 
 int cmd_drain(int argc, char **argv)
@@ -273,14 +347,17 @@ int cmd_drain(int argc, char **argv)
 		{ "dry-run", no_argument, NULL, 'n' },
 		{ "no-mark-clean", no_argument, NULL, OPT_NO_MARK_CLEAN },
 		{ "json", no_argument, NULL, 'j' },
+		{ "mirror", required_argument, NULL, OPT_MIRROR },
+		{ "degraded", no_argument, NULL, OPT_DEGRADED },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct pmc_drain_stats st;
 	struct pmc_origin_id oid;
-	struct pmc_image im;
+	struct pmctl_halves hv;
+	struct pmc_image im, om, *src;
 	struct pmc_dev od;
-	bool json = false, dry = false, mark = true;
-	const char *why;
+	bool json = false, dry = false, mark = true, degraded = false;
+	const char *why, *mirror = NULL;
 	int c, v, r, rc;
 
 	opterr = 0;
@@ -294,6 +371,12 @@ int cmd_drain(int argc, char **argv)
 			break;
 		case 'j':
 			json = true;
+			break;
+		case OPT_MIRROR:
+			mirror = optarg;
+			break;
+		case OPT_DEGRADED:
+			degraded = true;
 			break;
 		default:
 			return bad_option(c, argv, "drain");
@@ -321,30 +404,45 @@ int cmd_drain(int argc, char **argv)
 		pmc_dev_close(&od);
 		return open_exit(r);
 	}
+	if (mirror) {
+		r = pmc_image_open(&om, mirror, dry || !mark, true);
+		if (r) {
+			err("%s", pmc_errmsg);
+			pmc_image_close(&im);
+			pmc_dev_close(&od);
+			return open_exit(r);
+		}
+	}
 	if (!strcmp(im.dev.path, od.path) || (im.dev.is_blk && od.is_blk &&
 					       im.dev.rdev == od.rdev)) {
 		err("PMEMDEV and ORIGINDEV are the same device");
 		rc = EXIT_USAGE;
 		goto out;
 	}
-	v = pmc_image_check(&im, &oid, &why);
+	rc = drain_source(&hv, &im, mirror ? &om : NULL, degraded, &src);
+	if (rc)
+		goto out;
+	v = pmc_image_check(src, &oid, &why);
 	if (v < 0) {
-		err("%s: %s", im.dev.path, pmc_errmsg);
+		err("%s: %s", src->dev.path, pmc_errmsg);
 		rc = EXIT_IO;
 		goto out;
 	}
 	if (v != PMC_V_CLEAN && v != PMC_V_DIRTY) {
 		err("%s: check failed (%s: %s): nothing written",
-		    im.dev.path, pmc_verdict_name(v), why);
+		    src->dev.path, pmc_verdict_name(v), why);
 		rc = verdict_exit(v);
 		goto out;
 	}
-	r = pmc_image_drain(&im, &od, mark, dry, &st);
+	rc = mark_both_halves(&hv, src);
+	if (rc)
+		goto out;
+	r = pmc_image_drain(src, &od, mark, dry, &st);
 	rc = r ? EXIT_IO : EXIT_OK;
 	if (json) {
 		json_object *j = json_object_new_object();
 
-		json_object_object_add(j, "device", json_object_new_string(im.dev.path));
+		json_object_object_add(j, "device", json_object_new_string(src->dev.path));
 		json_object_object_add(j, "origin", json_object_new_string(od.path));
 		json_object_object_add(j, "dry_run", json_object_new_boolean(dry));
 		json_object_object_add(j, "blocks", json_object_new_int64((int64_t)st.blocks));
@@ -352,14 +450,14 @@ int cmd_drain(int argc, char **argv)
 		json_object_object_add(j, "bytes", json_object_new_int64((int64_t)st.bytes));
 		json_object_object_add(j, "read_errors", json_object_new_int64((int64_t)st.read_errors));
 		json_object_object_add(j, "marked_clean", json_object_new_int64((int64_t)st.marked_clean));
-		json_object_object_add(j, "superseded", json_object_new_int64((int64_t)im.rs.superseded));
-		json_object_object_add(j, "torn", json_object_new_int64((int64_t)im.rs.torn));
+		json_object_object_add(j, "superseded", json_object_new_int64((int64_t)src->rs.superseded));
+		json_object_object_add(j, "torn", json_object_new_int64((int64_t)src->rs.torn));
 		json_object_object_add(j, "error", r ? json_object_new_string(pmc_errmsg) : NULL);
 		pmctl_print_json(j);
 		json_object_put(j);
 	} else {
 		printf("%s: %s%llu dirty blocks (%llu sectors) %s %s",
-		       im.dev.path, dry ? "dry run: " : "",
+		       src->dev.path, dry ? "dry run: " : "",
 		       (unsigned long long)st.blocks, (unsigned long long)st.sectors,
 		       dry ? "would be written to" : "written to", od.path);
 		if (!dry && mark)
@@ -369,6 +467,8 @@ int cmd_drain(int argc, char **argv)
 	if (r)
 		err("%s", pmc_errmsg);
 out:
+	if (mirror)
+		pmc_image_close(&om);
 	pmc_image_close(&im);
 	pmc_dev_close(&od);
 	return rc;

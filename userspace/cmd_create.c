@@ -86,13 +86,13 @@ static int parse_feature(const char *opt, const char *arg, uint32_t min,
 
 enum {
 	OPT_HIGH = 256, OPT_LOW, OPT_JOBS, OPT_AGE, OPT_WB, OPT_FOS,
-	OPT_CLEANER, OPT_FORMAT,
+	OPT_CLEANER, OPT_FORMAT, OPT_MIRROR, OPT_DEGRADED,
 };
 
 static int build_table(const struct create_opts *o, uint64_t sectors,
 		       char *buf, size_t len)
 {
-	char feat[256] = "";
+	char feat[512] = "";
 	int nf = 0, n = 0;
 
 #define FEAT(...) do { n += snprintf(feat + n, sizeof(feat) - n, __VA_ARGS__); } while (0)
@@ -126,6 +126,14 @@ static int build_table(const struct create_opts *o, uint64_t sectors,
 	}
 	if (o->format) {
 		FEAT(" format");
+		nf++;
+	}
+	if (o->mirror) {
+		FEAT(" mirror %s", o->mirror);
+		nf += 2;
+	}
+	if (o->degraded) {
+		FEAT(" degraded");
 		nf++;
 	}
 #undef FEAT
@@ -269,9 +277,11 @@ int pmctl_create_run(const struct create_opts *o)
 			warnx_("%s: cannot clear the kept-dirty mark: %s", o->cache,
 			       strerror(-r));
 	}
-	printf("%s: created /dev/mapper/%s (%s cached by %s, %llu blocks of %u bytes)\n",
-	       o->name, o->name, o->origin, o->cache, (unsigned long long)dev.n_blocks,
-	       o->block_size);
+	printf("%s: created /dev/mapper/%s (%s cached by %s%s%s, %llu blocks of %u bytes)\n",
+	       o->name, o->name, o->origin, o->cache,
+	       !o->mirror ? "" : strcmp(o->mirror, "-") ? " mirrored on " : " alone",
+	       o->mirror && strcmp(o->mirror, "-") ? o->mirror : "",
+	       (unsigned long long)dev.n_blocks, o->block_size);
 	return EXIT_OK;
 }
 
@@ -289,6 +299,8 @@ int cmd_create(int argc, char **argv)
 		{ "flush-on-suspend", no_argument, NULL, OPT_FOS },
 		{ "cleaner", no_argument, NULL, OPT_CLEANER },
 		{ "format", no_argument, NULL, OPT_FORMAT },
+		{ "mirror", required_argument, NULL, OPT_MIRROR },
+		{ "degraded", no_argument, NULL, OPT_DEGRADED },
 		{ "force", no_argument, NULL, 'f' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -346,6 +358,13 @@ int cmd_create(int argc, char **argv)
 		case OPT_FORMAT:
 			o.format = true;
 			break;
+		case OPT_MIRROR:
+			/* mdadm's word for a member that is not there */
+			o.mirror = strcmp(optarg, "missing") ? optarg : "-";
+			break;
+		case OPT_DEGRADED:
+			o.degraded = true;
+			break;
 		case 'f':
 			o.force = true;
 			break;
@@ -368,11 +387,20 @@ int cmd_create(int argc, char **argv)
 		err("'%s' is not a valid device-mapper name", o.name);
 		return EXIT_USAGE;
 	}
+	if (o.degraded && !o.mirror) {
+		err("--degraded is only for a mirrored cache (--mirror)");
+		return EXIT_USAGE;
+	}
+	if (o.format && o.mirror && !strcmp(o.mirror, "-")) {
+		err("--format needs both halves, not --mirror missing");
+		return EXIT_USAGE;
+	}
 	if ((o.high_wm >= 0 ? o.high_wm : DEF_HIGH_WM) <
 	    (o.low_wm >= 0 ? o.low_wm : DEF_LOW_WM)) {
 		err("low watermark (%lld) is above high watermark (%lld)",
 		    (long long)(o.low_wm >= 0 ? o.low_wm : DEF_LOW_WM),
 		    (long long)(o.high_wm >= 0 ? o.high_wm : DEF_HIGH_WM));
 		return EXIT_USAGE;
-	}	return pmctl_create_run(&o);
+	}
+	return pmctl_create_run(&o);
 }

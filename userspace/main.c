@@ -41,6 +41,9 @@ static const struct command commands[] = {
 	  "      --flush-on-suspend    write back everything on suspend\n"
 	  "      --cleaner             start in cleaner mode\n"
 	  "      --format              format the cache even if it holds a cache\n"
+	  "      --mirror PMEMDEV      second half of a mirrored cache (\"missing\":\n"
+	  "                            start PMEMDEV alone if it ran alone before)\n"
+	  "      --degraded            with --mirror: start a half alone anyway\n"
 	  "  -f, --force               with --format: discard dirty blocks; without:\n"
 	  "                            re-attach dirty blocks (only if nothing wrote\n"
 	  "                            the origin since they were cached)\n" },
@@ -51,7 +54,9 @@ static const struct command commands[] = {
 	  "origin by the identity its superblock recorded (md array UUID and size)\n"
 	  "and create its device, DM UUID PMEMCACHE-<cache uuid>.  A cache that\n"
 	  "already has a device is left alone; one whose origin is missing gets one\n"
-	  "line and no device.\n"
+	  "line and no device.  The halves of a mirrored cache are found by their\n"
+	  "mirror info and started together; a half alone only if it knows it ran\n"
+	  "alone (else one line, exit 9).\n"
 	  "  -a, --all         every pmem namespace\n"
 	  "  -n, --name NAME   device name (one PMEMDEV; default pmemcache-<8 hex digits>)\n"
 	  "  -w, --wait SEC    wait up to SEC seconds for missing origins (default 0)\n"
@@ -129,12 +134,15 @@ static const struct command commands[] = {
 	  "Send the target the message that sets KEY (the target checks VALUE).\n"
 	  "Keys ('-' may stand for '_'):\n" },
 	{ "check", cmd_check, "validate cache metadata offline",
-	  "usage: pmemcachectl check PMEMDEV [--origin DEV] [--json]\n"
+	  "usage: pmemcachectl check PMEMDEV [--mirror PMEMDEV2] [--origin DEV] [--json]\n"
 	  "\n"
 	  "Read the cache metadata from PMEMDEV (device or image file) without the\n"
 	  "module, validate the superblock and every record, report dirty blocks\n"
 	  "and the origin identity.  Never writes.\n"
+	  "A half of a mirrored cache: what its mirror info says, and which half\n"
+	  "holds every acknowledged write (as the module would start them).\n"
 	  "  -o, --origin DEV   also check that the cache belongs to DEV\n"
+	  "      --mirror PMEMDEV2  the other half of a mirrored cache\n"
 	  "  -j, --json         one JSON object\n"
 	  "Exit: 0 clean, 4 dirty, 5 no cache, 6 corrupt/foreign/damaged,\n"
 	  "      7 belongs to another origin, 2 cannot open.\n" },
@@ -147,11 +155,16 @@ static const struct command commands[] = {
 	  "SYSTEMD_READY=0 and UDISKS_IGNORE=1, and for a cache whose origin is\n"
 	  "present PMEMCACHE_ORIGIN (its kernel name); else nothing.  Always exit 0.\n" },
 	{ "drain", cmd_drain, "write dirty blocks to the origin offline",
-	  "usage: pmemcachectl drain PMEMDEV ORIGINDEV [--dry-run] [--no-mark-clean] [--json]\n"
+	  "usage: pmemcachectl drain PMEMDEV ORIGINDEV [--mirror PMEMDEV2] [--degraded]\n"
+	  "                          [--dry-run] [--no-mark-clean] [--json]\n"
 	  "\n"
 	  "Without the module: check PMEMDEV, verify that ORIGINDEV is its origin,\n"
 	  "write every dirty block (its valid sectors) to ORIGINDEV, flush it, then\n"
-	  "mark the blocks clean in PMEMDEV.\n"
+	  "mark the blocks clean in PMEMDEV.  A half of a mirrored cache: from the\n"
+	  "half that holds every acknowledged write (both halves marked clean when\n"
+	  "in sync); a half alone only if it knows it ran alone, or --degraded.\n"
+	  "      --mirror PMEMDEV2  the other half of a mirrored cache\n"
+	  "      --degraded       drain a half alone that cannot tell (your word)\n"
 	  "  -n, --dry-run        report what would be written, write nothing\n"
 	  "      --no-mark-clean  leave PMEMDEV untouched (opened read-only)\n"
 	  "  -j, --json           one JSON object\n" },

@@ -107,6 +107,13 @@ int create_check_cache(const struct create_opts *o, struct create_devs *d)
 	}
 	if (!pmctl_sb_read(o->cache, &sb) && sb.state == PMCTL_SB_CACHE)
 		d->kept_dirty = sb.kept_dirty;
+	if (!o->format && !o->mirror && sb.mirror.valid) {
+		/* the module refuses it too: alone it may be the stale half */
+		err("%s is a half of a mirrored cache: give its other half (--mirror DEV), "
+		    "or --mirror missing to start it alone", o->cache);
+		pmc_image_close(&im);
+		return EXIT_USAGE;
+	}
 	v = pmc_image_check(&im, oid, &why);
 	if (v < 0) {
 		err("%s: %s", o->cache, pmc_errmsg);
@@ -185,6 +192,36 @@ int create_check_cache(const struct create_opts *o, struct create_devs *d)
 }
 
 
+/*
+ * The second half: a pmem block device, neither the origin nor the first
+ * half.  Whether the two are on one NVDIMM region, and what each holds,
+ * the module decides (its one line is what the user sees).
+ */
+static int check_mirror_device(const struct create_opts *o,
+			       const struct pmc_dev *od, const struct pmc_dev *cd)
+{
+	struct pmc_dev md;
+
+	if (pmc_dev_open(&md, o->mirror, O_RDONLY, false)) {
+		err("mirror %s", pmc_errmsg);
+		return EXIT_DEVICE;
+	}
+	pmc_dev_close(&md);
+	if (!md.is_blk) {
+		err("mirror %s: not a block device", o->mirror);
+		return EXIT_DEVICE;
+	}
+	if (md.rdev == cd->rdev) {
+		err("--mirror and --cache are the same device: no redundancy");
+		return EXIT_USAGE;
+	}
+	if (md.rdev == od->rdev) {
+		err("--mirror and --origin are the same device");
+		return EXIT_USAGE;
+	}
+	return check_pmem_kind(&md);
+}
+
 int create_check_devices(const struct create_opts *o, struct create_devs *d)
 {
 	struct pmc_origin_id oid;
@@ -234,6 +271,8 @@ int create_check_devices(const struct create_opts *o, struct create_devs *d)
 		return EXIT_DEVICE;
 	}
 	r = check_pmem_kind(&cd);
+	if (!r && o->mirror && strcmp(o->mirror, "-"))
+		r = check_mirror_device(o, &od, &cd);
 	if (r)
 		return r;
 	if (pmc_origin_identify(&od, &oid)) {

@@ -16,6 +16,8 @@ struct create_opts {
 	uint32_t block_size;
 	int64_t high_wm, low_wm, wb_jobs, max_age;	/* -1: default */
 	const char *writeback;
+	const char *mirror;	/* the second half, or "-" (--mirror missing) */
+	bool degraded;		/* --degraded: start one half alone anyway */
 	bool flush_on_suspend, cleaner, format;
 	bool force;		/* --format: lose dirty blocks; else re-attach them */
 	bool activate;		/* activate: dirty blocks are re-attached */

@@ -16,6 +16,7 @@
 #include <sys/sysmacros.h>
 
 #include "libpmc.h"
+#include "pmc_mirror.h"
 #include "probe.h"
 
 #ifndef O_DIRECT
@@ -58,6 +59,24 @@ static bool mark_valid(const struct pmctl_mark *m, const uint8_t uuid[16])
 	       !memcmp(m->cache_uuid, uuid, 16);
 }
 
+/* The module's own reader of the mirror info slots (pmc_mirror.c). */
+static void mirror_parse(const void *area, struct pmctl_half *out)
+{
+	struct pmc_mirror_half h = { .present = true };
+
+	pmc_mirror_parse((const struct pmc_mirror_info *)
+			 ((const u8 *)area + PMC_MIRROR_INFO_OFFSET), &h);
+	if (!h.has_info)
+		return;
+	out->valid = true;
+	memcpy(out->pair_uuid, h.info.pair_uuid, 16);
+	memcpy(out->half_uuid, h.info.half_uuid, 16);
+	memcpy(out->partner_uuid, h.info.partner_uuid, 16);
+	out->generation = h.info.generation;
+	out->partner_stale = h.info.flags & PMC_MIRROR_PARTNER_STALE;
+	out->resyncing = h.info.flags & PMC_MIRROR_RESYNCING;
+}
+
 void pmctl_sb_parse(const void *area, struct pmctl_sb *out)
 {
 	const struct pmc_super *sb = area;
@@ -67,6 +86,7 @@ void pmctl_sb_parse(const void *area, struct pmctl_sb *out)
 	u32 bs = le32_to_cpu(sb->block_size);
 
 	memset(out, 0, sizeof(*out));
+	mirror_parse(area, &out->mirror);
 	if (magic == PMC_MAGIC_FORMATTING) {
 		out->state = PMCTL_SB_FORMATTING;
 		return;
@@ -332,4 +352,14 @@ int pmctl_sb_forget(const char *path)
 	if (close(fd) && !r)
 		r = -errno;
 	return r;
+}
+
+bool pmctl_is_partner_of(const struct pmctl_sb *sb, const struct pmctl_blk *b)
+{
+	struct pmctl_sb other;
+
+	return sb->mirror.valid && !pmctl_sb_read(b->path, &other) &&
+	       other.mirror.valid &&
+	       !memcmp(other.mirror.pair_uuid, sb->mirror.pair_uuid, 16) &&
+	       !memcmp(other.mirror.half_uuid, sb->mirror.partner_uuid, 16);
 }

@@ -33,7 +33,19 @@ enum pmctl_sb_state {
 	PMCTL_SB_CACHE,		/* a valid superblock */
 };
 
+/* The mirror info of a half of a mirrored cache (docs/format.md). */
+struct pmctl_half {
+	bool valid;			/* a valid slot: the device is a half */
+	uint8_t pair_uuid[16];		/* the cache's uuid */
+	uint8_t half_uuid[16];
+	uint8_t partner_uuid[16];	/* the other half's half_uuid */
+	uint64_t generation;
+	bool partner_stale;		/* this half ran alone: it is current */
+	bool resyncing;			/* being copied from its partner */
+};
+
 struct pmctl_sb {
+	struct pmctl_half mirror;	/* read whatever the state */
 	enum pmctl_sb_state state;
 	uint8_t cache_uuid[16];
 	uint32_t block_size;
@@ -86,6 +98,12 @@ struct pmctl_blk {
 	unsigned int major, minor;
 	uint64_t sectors;
 };
+
+/*
+ * Is @b the other half of the mirrored cache whose half @sb is?  Its
+ * mirror info names the same pair and the half @sb names as partner.
+ */
+bool pmctl_is_partner_of(const struct pmctl_sb *sb, const struct pmctl_blk *b);
 
 const char *pmctl_sysfs_root(void);
 const char *pmctl_dev_root(void);

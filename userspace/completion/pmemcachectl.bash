@@ -29,7 +29,7 @@ _pmemcachectl()
 		fi
 		COMPREPLY=($(compgen -f -- "${cur:-/dev/}"))
 		return ;;
-	--origin|--cache)
+	--origin|--cache|--mirror)
 		COMPREPLY=($(compgen -f -- "${cur:-/dev/}"))
 		return ;;
 	-c)
@@ -53,7 +53,7 @@ _pmemcachectl()
 	create)
 		opts="--origin --cache --block-size --high-watermark --low-watermark
 		      --writeback-jobs --max-age --writeback --flush-on-suspend --cleaner
-		      --format --force" ;;
+		      --format --force --mirror --degraded" ;;
 	activate)
 		opts="--all --name --wait --dry-run"
 		if [[ $cur != -* ]]; then
@@ -72,8 +72,8 @@ _pmemcachectl()
 				stripe_blocks full_wait seq_bypass cleaner max_age" -- "$cur"))
 			return
 		fi ;;
-	check) opts="--origin --json" ;;
-	drain) opts="--dry-run --no-mark-clean --json" ;;
+	check) opts="--origin --mirror --json" ;;
+	drain) opts="--mirror --degraded --dry-run --no-mark-clean --json" ;;
 	help)
 		COMPREPLY=($(compgen -W "$cmds" -- "$cur"))
 		return ;;
