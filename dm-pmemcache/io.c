@@ -499,6 +499,12 @@ void pmc_env_dirty_inc(struct pmemcache *pc, unsigned int epoch)
 	atomic64_inc(&pc->n_dirty);
 }
 
+void pmc_env_retire_slot(struct pmemcache *pc, u32 slot)
+{
+	pmc_index_set_bad(&pc->idx, slot);
+	atomic64_inc(&pc->bad_slots);
+}
+
 void pmc_env_media_error(struct pmemcache *pc)
 {
 	pmc_count_media_error(pc);

@@ -10,6 +10,7 @@
  * then on every store goes to both halves (pmc_meta_store()).
  */
 #include "pmemcache.h"
+#include "pmc_write.h"
 
 /* Bytes copied between two looks at the scheduler and two R3 marks. */
 #define PMC_MIRROR_CHUNK	(64U << 10)
@@ -346,4 +347,108 @@ bool pmc_mirror_lose(struct pmemcache *pc)
 	}
 	spin_unlock_irqrestore(&mr->lose_lock, flags);
 	return lost != live;
+}
+
+/*
+ * Healing (issue 31, step 3): a block read from the other half after a
+ * media error on the half reads use is, a little later, committed anew
+ * from that good copy into a fresh slot on both halves (a clean one is
+ * just dropped), and the bad slot retired (pmc_write_heal()).  Until
+ * then the cache runs as before; a block the queue has no room for is
+ * asked again at its next read.
+ */
+struct pmc_heal_fill {
+	struct pmemcache *pc;
+	u32 slot;
+	u8 *buf;
+};
+
+/* pmc_fill_fn: the good copy of the bad block, from the other half. */
+static int pmc_heal_fill(void *ctx, u8 *block)
+{
+	struct pmc_heal_fill *h = ctx;
+	struct pmemcache *pc = h->pc;
+	u64 off = pmc_meta_data_offset(&pc->meta, h->slot);
+	const u8 *other = pmc_mirror_other_copy(pc, off, pc->block_size);
+
+	if (!other || pmc_copy_from_pmem(h->buf, other + off, pc->block_size))
+		return -EIO;
+	pmc_meta_store(&pc->meta, block, h->buf, pc->block_size, PMC_P_DATA);
+	return 0;
+}
+
+/* The next block to heal, taken off the queue: false if none. */
+static bool pmc_mirror_heal_next(struct pmc_mirror_dev *mr, u32 *slot, u64 *v)
+{
+	bool any;
+
+	spin_lock_irq(&mr->heal_lock);
+	any = mr->n_heal != 0;
+	if (any) {
+		mr->n_heal--;
+		*slot = mr->heal_slot[mr->n_heal];
+		*v = mr->heal_v[mr->n_heal];
+	}
+	spin_unlock_irq(&mr->heal_lock);
+	return any;
+}
+
+static void pmc_mirror_heal_work(struct work_struct *work)
+{
+	struct pmemcache *pc = container_of(work, struct pmemcache,
+					    mirror.heal_work);
+	struct pmc_heal_fill h = { .pc = pc };
+	unsigned int healed = 0;
+	u64 v;
+	int id;
+
+	/* suspended: another table may already own the pmem */
+	if (READ_ONCE(pc->suspended))
+		return;
+	h.buf = kmalloc(pc->block_size, GFP_NOIO);
+	if (!h.buf)
+		return;
+	id = pmc_pmem_enter(pc);
+	while (id >= 0 && !READ_ONCE(pc->suspended) &&
+	       pmc_mirror_heal_next(&pc->mirror, &h.slot, &v)) {
+		if (!pmc_write_heal(pc, &pc->meta, &pc->idx, h.slot, v,
+				    pmc_heal_fill, &h))
+			healed++;
+		cond_resched();
+	}
+	if (id >= 0)
+		pmc_pmem_exit(id);
+	kfree(h.buf);
+	if (healed)
+		DMINFO_LIMIT("%s: mirror: healed %u cache blocks from the other half",
+			     pc->pmem_dev->name, healed);
+}
+
+void pmc_mirror_heal_init(struct pmemcache *pc)
+{
+	spin_lock_init(&pc->mirror.heal_lock);
+	INIT_WORK(&pc->mirror.heal_work, pmc_mirror_heal_work);
+}
+
+/* Any context: @slot met a media error on the half reads use. */
+void pmc_mirror_heal_later(struct pmemcache *pc, u32 slot)
+{
+	struct pmc_mirror_dev *mr = &pc->mirror;
+	u64 v = READ_ONCE(pc->idx.slot[slot]);
+	unsigned long flags;
+	unsigned int i;
+
+	if (!(pmc_slot_flags(v) & PMC_SF_USED) || !pc->wq ||
+	    READ_ONCE(pc->suspended))
+		return;
+	spin_lock_irqsave(&mr->heal_lock, flags);
+	for (i = 0; i < mr->n_heal && mr->heal_slot[i] != slot; i++)
+		;
+	if (i == mr->n_heal && i < PMC_HEAL_MAX) {
+		mr->heal_slot[i] = slot;
+		mr->heal_v[i] = v;
+		mr->n_heal++;
+	}
+	spin_unlock_irqrestore(&mr->heal_lock, flags);
+	queue_work(pc->wq, &mr->heal_work);
 }

@@ -269,3 +269,45 @@ enum pmc_write_to pmc_write(struct pmemcache *pc, struct pmc_meta *m,
 	w->full = false;
 	return pmc_write_commit(pc, m, idx, w, slot);
 }
+
+int pmc_write_heal(struct pmemcache *pc, struct pmc_meta *m,
+		   struct pmc_index *idx, u32 slot, u64 v, pmc_fill_fn fill,
+		   void *ctx)
+{
+	u64 oblock = pmc_slot_oblock(v);
+	bool dirty = pmc_slot_flags(v) & PMC_SF_DIRTY;
+	unsigned int epoch = pmc_env_epoch(pc);
+	u32 fresh = PMC_NO_SLOT, freed = PMC_NO_SLOT;
+	int r = 0;
+
+	if (dirty) {
+		fresh = pmc_env_alloc_slot(pc, false);
+		if (fresh == PMC_NO_SLOT)
+			return -EAGAIN;
+	}
+	pmc_env_stripe_lock(pc, oblock);
+	if (idx->slot[slot] != v || pmc_env_through_busy(pc, oblock) ||
+	    pmc_index_inflight(idx, oblock)) {
+		r = -EAGAIN;
+	} else if (!dirty) {
+		pmc_meta_drop_block(m, idx, oblock, &freed);	/* D1 fenced */
+	} else {
+		/* W1-W6 over the bad copy, all its sectors from @fill */
+		r = pmc_meta_write_block(m, idx, oblock, pmc_slot_mask(v), fresh,
+					 epoch, fill, ctx, &freed);
+		if (!r) {
+			pmc_env_dirty_dec(pc, v);
+			pmc_env_dirty_inc(pc, epoch);
+			fresh = PMC_NO_SLOT;
+		}
+	}
+	pmc_env_stripe_unlock(pc, oblock);
+	if (fresh != PMC_NO_SLOT) {
+		/* No stray store of ours may land in the slot's next life. */
+		pmc_meta_fence(PMC_P_DATA);
+		pmc_env_free_slots(pc, &fresh, 1);
+	}
+	if (freed != PMC_NO_SLOT)
+		pmc_env_retire_slot(pc, freed);
+	return r;
+}

@@ -58,6 +58,8 @@ u32 pmc_env_alloc_slot(struct pmemcache *pc, bool wait);
 /* The epoch a new dirty block joins; one more dirty block in it. */
 unsigned int pmc_env_epoch(struct pmemcache *pc);
 void pmc_env_dirty_inc(struct pmemcache *pc, unsigned int epoch);
+/* @slot is out of use until the cache is loaded again (bad pmem). */
+void pmc_env_retire_slot(struct pmemcache *pc, u32 slot);
 /* A pmem media error (a failed commit or copy). */
 void pmc_env_media_error(struct pmemcache *pc);
 /* How long cleaner mode waits for a writeback of the block written. */
@@ -101,6 +103,20 @@ int pmc_env_through_write(struct pmemcache *pc, struct pmc_thru *t);
  */
 enum pmc_write_to pmc_write(struct pmemcache *pc, struct pmc_meta *m,
 			    struct pmc_index *idx, struct pmc_write *w);
+
+/*
+ * Heal cache block @slot, last seen as @v, whose copy on the half reads
+ * use met a media error (a mirror read it from the other half meanwhile):
+ * a clean copy is dropped, the origin holds it; a dirty one is committed
+ * anew into a free slot, @fill copying its good data, so that both
+ * halves hold it again.  The bad slot is retired, never reused.  Only if
+ * @slot still holds @v and no write through the cache or writeback of
+ * the block is in flight (a later read asks again): -EAGAIN then, or
+ * with no slot free.  Never sleeps for another work item.
+ */
+int pmc_write_heal(struct pmemcache *pc, struct pmc_meta *m,
+		   struct pmc_index *idx, u32 slot, u64 v, pmc_fill_fn fill,
+		   void *ctx);
 
 /*
  * T1, then T2 for a dirty copy, of the write through the cache @t, with

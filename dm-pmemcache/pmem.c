@@ -87,12 +87,13 @@ int pmc_read_block(struct pmemcache *pc, void *dst, u32 slot)
 	return 0;
 }
 
-/* A read was served from the other half. */
+/* A read was served from the other half: count it, heal the block. */
 void pmc_count_mirror_read(struct pmemcache *pc, u32 slot)
 {
 	atomic64_inc(&pc->st.mirror_reads);
 	DMWARN_LIMIT("%s: media error on cache block %u: read from the mirror's other half",
 		     pc->pmem_dev->name, slot);
+	pmc_mirror_heal_later(pc, slot);
 }
 
 /*

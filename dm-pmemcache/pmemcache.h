@@ -106,6 +106,9 @@ struct pmc_claim {
 	sector_t origin_first, origin_end;
 };
 
+/* Blocks a mirror remembers to heal at a time (more are asked again). */
+#define PMC_HEAL_MAX	256
+
 /* The second pmem device of a mirrored cache, mapped (pmem.c). */
 struct pmc_mirror_dev {
 	bool on;		/* the table has "mirror" (dev may be "-") */
@@ -119,6 +122,12 @@ struct pmc_mirror_dev {
 	struct pmc_mirror_half h[2];	/* 0: pmem_dev, 1: dev (mirror.c) */
 	struct pmc_mirror_plan plan;
 	spinlock_t lose_lock;	/* one pmc_mirror_lose() at a time */
+	/* blocks whose copy on the half reads use is bad, to heal */
+	spinlock_t heal_lock;
+	unsigned int n_heal;
+	u32 heal_slot[PMC_HEAL_MAX];
+	u64 heal_v[PMC_HEAL_MAX];	/* the slot word when read */
+	struct work_struct heal_work;
 };
 
 struct pmemcache {
@@ -375,6 +384,8 @@ int pmc_mirror_check(struct pmemcache *pc, u8 **base, char **error);
 int pmc_mirror_refuse_half(struct pmemcache *pc, char **error);
 int pmc_mirror_start(struct pmemcache *pc, const struct pmc_origin_id *oid);
 bool pmc_mirror_lose(struct pmemcache *pc);
+void pmc_mirror_heal_init(struct pmemcache *pc);
+void pmc_mirror_heal_later(struct pmemcache *pc, u32 slot);
 
 /* recovery.c */
 int pmc_load_check(struct pmemcache *pc, char **error);

@@ -215,6 +215,7 @@ static int pmc_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	pc->route = PMC_ROUTE_AUTO;
 	spin_lock_init(&pc->free_lock);
 	spin_lock_init(&pc->mirror.lose_lock);
+	pmc_mirror_heal_init(pc);
 	init_waitqueue_head(&pc->free_wait);
 	mutex_init(&pc->evict_lock);
 

@@ -36,11 +36,12 @@ if pmemcachectl create pc --origin /dev/md0 --cache /dev/pmem1 2>/tmp/e; then
 fi
 echo "HALF_RC=$(grep -c 'is a half of a mirrored cache' /tmp/e)"
 pmemcachectl activate --all || die "activate --all"
-name=$(dmsetup ls --target pmemcache | cut -f1)
+# (fio_job and fio_check set $name and $dev)
+cname=$(dmsetup ls --target pmemcache | cut -f1)
 echo "ACTIVE=$(dmsetup ls --target pmemcache | wc -l)"
-echo "TABLE2=$(dmsetup table $name)"
-fio_check small /dev/mapper/$name %(job)s
-dmsetup remove $name
+echo "TABLE2=$(dmsetup table $cname)"
+fio_check small /dev/mapper/$cname %(job)s
+dmsetup remove $cname
 """
 
 ALONE = MIRROR_PRELUDE + r"""
@@ -59,10 +60,10 @@ status 2
 fio_check small /dev/mapper/pc %(job)s
 dmsetup remove pc
 pmemcachectl activate --all || die "activate --all, A knowing it ran alone"
-name=$(dmsetup ls --target pmemcache | cut -f1)
-echo "TABLE4=$(dmsetup table $name)"
-fio_check small /dev/mapper/$name %(job)s
-dmsetup remove $name
+cname=$(dmsetup ls --target pmemcache | cut -f1)
+echo "TABLE4=$(dmsetup table $cname)"
+fio_check small /dev/mapper/$cname %(job)s
+dmsetup remove $cname
 """
 
 

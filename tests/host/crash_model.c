@@ -1506,6 +1506,12 @@ void pmc_env_free_slots(struct pmemcache *pc, const u32 *slots,
 	free_slots(slots, n);
 }
 
+/* pmc_write_heal() only: the model has no media errors on a half. */
+void pmc_env_retire_slot(struct pmemcache *pc, u32 slot)
+{
+	abort();
+}
+
 void pmc_env_resched(struct pmemcache *pc)
 {
 }
