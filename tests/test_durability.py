@@ -37,6 +37,11 @@ Each boot of the guest (one per cut):
 The first boot fills the cache with zeros so that eviction runs from
 the first cut on; the last boot checks the whole working set.
 
+The same chain runs on a mirrored cache (issue 31) with a half lost at
+each boot (class Halves: half B left out of the guest, or half A's image
+zeroed, at random; after a boot on A alone, B comes back): long form
+only, PMC_MIRROR_CUTS (default 100 with PMC_LONG=1).
+
 `make test` does 4 cuts (one per mode); PMC_LONG=1 does PMC_DURABLE_CUTS
 (default 200) in PMC_DURABLE_CHAINS independent chains (default 2, side
 by side under pytest -n 2). PMC_MUTANT_KO=path runs the guest with another build of
@@ -348,7 +353,8 @@ fi
 dmsetup create --noudevsync vol --table \
 	"0 $(blockdev --getsz /dev/md0) volatile /dev/md0 %(volatile)s" || die volatile
 dmsetup mknodes vol
-dm_create pc "$(pmc_table mapper/vol '%(table)s')" || die create
+dm_create pc "0 $(blockdev --getsz /dev/mapper/vol) pmemcache /dev/mapper/vol \
+	/dev/%(pmem)s 4096 %(table)s" || die create
 echo "LOADED=$(dmsetup status pc)"
 """ + CHECK_FN + r"""if [ -f /test/expect ]; then
 	check CACHE /dev/mapper/pc /test/expect /tmp/observed
@@ -388,8 +394,15 @@ done
 """
 
 
-def boot_script(mode, first, ko, write=None):
-    s = SETUP % dict(ko=ko, first=first, volatile=VOLATILE, table=TABLE[mode])
+def with_words(table, words):
+    """A table's features (count first) with @words added."""
+    n, rest = table.split(" ", 1)
+    return " ".join([str(int(n) + len(words)), rest] + list(words))
+
+
+def boot_script(mode, first, ko, write=None, pmem="pmem0", words=()):
+    s = SETUP % dict(ko=ko, first=first, volatile=VOLATILE, pmem=pmem,
+                     table=with_words(TABLE[mode], words))
     if write:
         s += WRITE % dict(write, first=first, mode=mode, prefill=PREFILL_MB,
                           threads=THREADS, fill_at=PRESSURE_AT >> 11,
@@ -556,10 +569,102 @@ def write_args(mode, boot, rng):
                 seed=rng.randrange(1, 1 << 30), seq="seq" if mode == "seq_bypass" else "")
 
 
+class OneDevice:
+    """The cache's one NVDIMM, the same at every boot."""
+
+    def next_boot(self, first, final=False):
+        """(pmem device the table names first, extra table words, size of
+        the second NVDIMM in MiB) of the next boot."""
+        return "pmem0", (), 0
+
+
+class Halves:
+    """A mirrored cache (issue 31) that loses a half at each boot.
+
+    After a boot that ran on both halves, the next one loses one at
+    random: half B's NVDIMM is left out of the guest (the table names it
+    "-", and `degraded` starts A alone: A cannot know B did not run on),
+    or half A's image is zeroed on the host (the table starts from B,
+    and `degraded` lets the start copy B to the blank A). After a boot on
+    A alone, B comes back and the start copies A to it: no half is lost
+    then, A alone holds the last writes. Either way the boot's checks
+    read every acknowledged write through the survivor.
+    """
+
+    def __init__(self, vm, rng):
+        self.vm, self.rng = vm, rng
+        self.alone = False
+        self.lost = {"A": 0, "B": 0}
+
+    def next_boot(self, first, final=False):
+        if first or final or self.alone:
+            self.alone = False
+            return "pmem0", ("mirror", "/dev/pmem1"), PMEM_MB
+        # at random, but the first two losses are one of each
+        lose_b = self.rng.random() < 0.5
+        if not (self.lost["A"] and self.lost["B"]) and (self.lost["A"] or self.lost["B"]):
+            lose_b = not self.lost["B"]
+        if lose_b:
+            self.lost["B"] += 1
+            self.alone = True
+            return "pmem0", ("mirror", "-", "degraded"), 0
+        self.lost["A"] += 1
+        img = self.vm.state / "pmem.img"
+        size = img.stat().st_size
+        os.truncate(img, 0)
+        os.truncate(img, size)
+        return "pmem1", ("mirror", "/dev/pmem0", "degraded"), PMEM_MB
+
+
 @pytest.mark.parametrize("chain", range(CHAINS))
 def test_power_cuts_over_a_volatile_origin(vm, guest_tools, figures, tmp_path, chain):
     rng = random.Random(int(os.environ.get("PMC_SEED", "1414")) + chain)
     cuts = CUTS // CHAINS + (chain < CUTS % CHAINS)
+    model, checked, whole, held, evicted = power_cut_chain(
+        vm, guest_tools, tmp_path, cuts, rng, OneDevice())
+    print("cuts over the volatile origin: %d, acknowledged writes: %d, sectors checked: %d "
+          "(+%d at the end); the volatile layer held data in %d of %d status samples "
+          "(once a second), at most %d chunks of 4 KiB"
+          % (cuts, model.acked, checked, whole, sum(v > 0 for v in held), len(held),
+             max(held, default=0)))
+    print("cuts with evictions before the cut: %d of %d (modes: %s)"
+          % (len(evicted), cuts, ", ".join("%s %d" % (m, sum(MODES[c % len(MODES)] == m
+                                                           for c in evicted)) for m in MODES)))
+    add_figure(figures, "cuts over the volatile origin (ack. writes)", "%d (%d)",
+               cuts, model.acked)
+    figures["acknowledged writes lost"] = 0
+    add_figure(figures, "cuts with evictions before the cut", "%d of %d", len(evicted), cuts)
+    assert len(evicted) == cuts     # wait_for_mode waits for them
+
+
+MIRROR_CUTS = int(os.environ.get("PMC_MIRROR_CUTS", "100" if LONG else "0"))
+
+
+@pytest.mark.skipif(not MIRROR_CUTS, reason="long form: PMC_LONG=1 (make test-long)")
+def test_power_cuts_with_a_mirror_half_lost_at_each_boot(vm, guest_tools, figures, tmp_path):
+    """The chain above on a mirrored cache (`mirror /dev/pmem1`), a half
+    lost at each boot (Halves): every acknowledged write must read back
+    through the survivor, and reach the origin."""
+    rng = random.Random(int(os.environ.get("PMC_SEED", "1414")) + 31)
+    halves = Halves(vm, rng)
+    model, checked, whole, _, _ = power_cut_chain(vm, guest_tools, tmp_path, MIRROR_CUTS,
+                                                  rng, halves)
+    # both kinds of loss (from 4 cuts on: a boot on A alone is followed by one without loss)
+    assert halves.lost["A"] and halves.lost["B"] or MIRROR_CUTS < 4, halves.lost
+    print("mirror cuts over the volatile origin: %d, a half lost at %d boots (A zeroed %d, "
+          "B left out %d), acknowledged writes: %d, sectors checked: %d (+%d at the end), "
+          "lost 0" % (MIRROR_CUTS, halves.lost["A"] + halves.lost["B"], halves.lost["A"],
+                      halves.lost["B"], model.acked, checked, whole))
+    add_figure(figures, "mirror cuts, a half lost at each boot (ack. writes)", "%d (%d)",
+               MIRROR_CUTS, model.acked)
+    figures["acknowledged writes lost"] = 0
+
+
+def power_cut_chain(vm, guest_tools, tmp_path, cuts, rng, halves):
+    """@cuts boots, each checking the last one's writes and cut while it
+    writes, then two boots checking the last cut's writes and the whole
+    working set: (model, sectors checked, checked at the end, volatile
+    samples, cuts with evictions before them)."""
     ko = "/test/mutant.ko" if MUTANT_KO else "/lib/modules/extra/dm-pmemcache.ko"
     model = Model()
     expect = tmp_path / "expect"
@@ -574,8 +679,10 @@ def test_power_cuts_over_a_volatile_origin(vm, guest_tools, figures, tmp_path, c
             model.expect(expect)
             files.append((expect, "/test/expect"))
         args = write_args(mode, boot, rng)
-        script = boot_script(mode, int(cut == 0), ko, args)
-        proc, log = start(vm, script, files=files, pmem_size=PMEM_MB, timeout=900)
+        pmem, words, pmem2 = halves.next_boot(cut == 0)
+        script = boot_script(mode, int(cut == 0), ko, args, pmem, words)
+        proc, log = start(vm, script, files=files, pmem_size=PMEM_MB, pmem2_size=pmem2,
+                          timeout=900)
         try:
             wait_for_check(log)
             wait_for_acks(log, rng.randrange(*(PRESSURE_ACKS if mode == "pressure" else ACKS)),
@@ -606,32 +713,23 @@ def test_power_cuts_over_a_volatile_origin(vm, guest_tools, figures, tmp_path, c
 
     # the last cut's writes, then the whole working set, through the
     # cache and on md after flush
+    def final_boot():
+        pmem, words, pmem2 = halves.next_boot(False, final=True)
+        return run(vm, boot_script("full", 0, ko, pmem=pmem, words=words),
+                   files=list(guest_tools) + [(expect, "/test/expect")],
+                   pmem_size=PMEM_MB, pmem2_size=pmem2, timeout=900)
     model.expect(expect)
-    res = run(vm, boot_script("full", 0, ko), files=list(guest_tools) + [(expect, "/test/expect")],
-              pmem_size=PMEM_MB, timeout=900)
+    res = final_boot()
     checked += check_results(res.output, "CACHE")
     check_results(res.output, "ORIGIN")
     assert res.rc == 0, res.tail()
     model.resolve(res.output)
     model.expect(expect, everything=True)
-    res = run(vm, boot_script("full", 0, ko), files=list(guest_tools) + [(expect, "/test/expect")],
-              pmem_size=PMEM_MB, timeout=900)
+    res = final_boot()
     whole = check_results(res.output, "CACHE")
     check_results(res.output, "ORIGIN")
     assert res.rc == 0, res.tail()
-    print("cuts over the volatile origin: %d, acknowledged writes: %d, sectors checked: %d "
-          "(+%d at the end); the volatile layer held data in %d of %d status samples "
-          "(once a second), at most %d chunks of 4 KiB"
-          % (cuts, model.acked, checked, whole, sum(v > 0 for v in held), len(held),
-             max(held, default=0)))
-    print("cuts with evictions before the cut: %d of %d (modes: %s)"
-          % (len(evicted), cuts, ", ".join("%s %d" % (m, sum(MODES[c % len(MODES)] == m
-                                                           for c in evicted)) for m in MODES)))
-    add_figure(figures, "cuts over the volatile origin (ack. writes)", "%d (%d)",
-               cuts, model.acked)
-    figures["acknowledged writes lost"] = 0
-    add_figure(figures, "cuts with evictions before the cut", "%d of %d", len(evicted), cuts)
-    assert len(evicted) == cuts     # wait_for_mode waits for them
+    return model, checked, whole, held, evicted
 
 
 PAST_CACHE = r"""
