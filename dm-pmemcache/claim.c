@@ -21,7 +21,10 @@
  * cache for the same origin, over a length that may differ: an origin
  * that grew), but not a part of that cache, and not the same origin with
  * another cache: the old cache's dirty blocks would be hidden behind the
- * new one.
+ * new one.  A mirrored cache's reload may drop a half or take another
+ * (pmemcachectl replace) as long as it keeps one of its halves whole:
+ * that half's mirror info decides at the first resume what is copied
+ * where, and refuses what would lose a write (mirror.c).
  */
 #include <linux/blkdev.h>
 
@@ -91,6 +94,22 @@ static bool pmc_same_claim(const struct pmc_claim *a, const struct pmc_claim *b)
 	       a->origin_first == b->origin_first;
 }
 
+/* A reload of a mirrored cache that keeps one of its halves, same origin. */
+static bool pmc_keeps_a_half(const struct pmc_claim *n, const struct pmc_claim *c)
+{
+	unsigned int i, j;
+
+	if (n->n_cache + c->n_cache < 3 || n->origin_disk != c->origin_disk ||
+	    n->origin_first != c->origin_first)
+		return false;
+	for (i = 0; i < n->n_cache; i++)
+		for (j = 0; j < c->n_cache; j++)
+			if (n->cache[i].pfn_first == c->cache[j].pfn_first &&
+			    n->cache[i].pfn_end == c->cache[j].pfn_end)
+				return true;
+	return false;
+}
+
 /* Why @n may not be constructed beside @c, or NULL. */
 static const char *pmc_conflict(const struct pmc_claim *n,
 				const struct pmc_claim *c)
@@ -100,7 +119,7 @@ static const char *pmc_conflict(const struct pmc_claim *n,
 	if (c->md == n->md && c->table != n->table) {
 		/* A reload of the same mapped device. */
 		if ((pmc_cache_meets(n, c) || pmc_origin_meets(n, c)) &&
-		    !pmc_same_claim(n, c))
+		    !pmc_same_claim(n, c) && !pmc_keeps_a_half(n, c))
 			return "a reload may not change a live cache's pmem device or origin";
 		return NULL;
 	}

@@ -13,9 +13,15 @@ cannot tell whether B ran alone since): exit 9 and its line. `create
 --mirror missing --degraded --force` does (the administrator's word);
 then, A knowing it ran alone, `activate --all` starts it alone by itself
 (`mirror -`). fio verifies every block at each step.
+
+`replace` (one boot, both NVDIMMs): half B's namespace is unbound under
+the running cache (health mirror_degraded), then bound again and wiped
+(a blank new half); `pmemcachectl replace pc --cache /dev/pmem1` reloads
+the table with B as the mirror again, the resume copies A to it, health
+ok; fio verifies; then B alone (`mirror - degraded`) holds every block.
 """
 from test_events import tool  # noqa: F401
-from test_mirror import MIRROR_PRELUDE, PMEM2_MB, PMEM_MB
+from test_mirror import DEGRADED, MIRROR_PRELUDE, PMEM2_MB, PMEM_MB
 from test_target import parse_status, pmemcache_module  # noqa: F401
 
 JOB = "--rw=randwrite --bs=4k --size=8m --offset=0"
@@ -87,3 +93,54 @@ def test_create_mirror_activate_the_pair_and_a_half_alone(vm, tool):
           "on both halves; without B: activate refused (exit 9), --mirror missing --degraded "
           "started A, then activate started A alone; fio verified at each step"
           % both.value("TABLE"))
+
+
+REPLACE = MIRROR_PRELUDE + r"""
+pmc_init2
+md_make md0 raid1 2 a
+pmemcachectl create pc --origin /dev/md0 --cache /dev/pmem0 --mirror /dev/pmem1 %(wm)s \
+	|| die "create --mirror"
+fio_job small /dev/mapper/pc %(job)s
+ns=$(basename "$(readlink -f /sys/block/pmem1/device)")
+echo "$ns" > /sys/bus/nd/drivers/nd_pmem/unbind || die unbind
+fio_check small /dev/mapper/pc %(job)s
+status 1
+rc=0
+pmemcachectl replace pc --cache /dev/pmem0 2>/tmp/e || rc=$?
+echo "SELF_RC=$rc"
+# the NVDIMM back, wiped: a blank new half
+echo "$ns" > /sys/bus/nd/drivers/nd_pmem/bind || die bind
+[ -b /dev/pmem1 ] || die "no /dev/pmem1 after bind"
+dd if=/dev/zero of=/dev/pmem1 bs=4096 count=1 oflag=direct conv=notrunc 2>/dev/null || die wipe
+dmesg -c > /dev/null
+rc=0
+pmemcachectl replace pc --cache /dev/pmem1 || rc=$?
+echo "REPLACE_RC=$rc"
+echo "COPIED=$(dmesg | grep -c 'mirror: copying the half on')"
+echo "TABLE=$(dmsetup table pc)"
+echo "PMEM1=$(cat /sys/block/pmem1/dev)"
+status 2
+fio_check small /dev/mapper/pc %(job)s
+dmsetup remove pc
+dm_create pc "0 $(blockdev --getsz /dev/md0) pmemcache /dev/md0 /dev/pmem1 4096 %(degraded)s" \
+	|| die "pmem1 alone"
+status 3
+fio_check small /dev/mapper/pc %(job)s
+dmsetup remove pc
+"""
+
+
+def test_replace_a_lost_half_with_a_blank_one(vm, tool):
+    res = vm.run(REPLACE % dict(job=JOB, wm=WM, degraded=DEGRADED), pmem_size=PMEM_MB,
+                 pmem2_size=PMEM2_MB, timeout=900)
+    s1, s2, s3 = (parse_status(res.value("STATUS%d" % i)) for i in (1, 2, 3))
+    assert s1["health"] == "mirror_degraded" and s1["dirty"] > 0, s1     # preconditions
+    assert res.value("SELF_RC") == "1"          # the survivor is no new half
+    assert res.value("REPLACE_RC") == "0" and res.value("COPIED") == "1"
+    assert res.value("TABLE").endswith(" mirror " + res.value("PMEM1")), res.value("TABLE")
+    assert s2["health"] == "ok" and s2["dirty"] == s1["dirty"], s2
+    assert s3["dirty"] == s1["dirty"], s3
+    assert res.values("VERIFY_OK") == ["small"] * 3
+    print("replace: half B lost while running (%d dirty blocks), then back blank: "
+          "replace copied A to it, health ok, and B alone holds every block (fio verify)"
+          % s1["dirty"])

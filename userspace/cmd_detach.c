@@ -68,54 +68,6 @@ static bool injected(const struct detach *d, const char *stage, char *why,
 	return true;
 }
 
-/* DM_DEVICE_SUSPEND, RESUME or CLEAR; false with a reason in @why. */
-static bool dm_simple(const char *name, int type, char *why, size_t len)
-{
-	static const struct { int type; const char *what; } ops[] = {
-		{ DM_DEVICE_SUSPEND, "suspend" }, { DM_DEVICE_RESUME, "resume" },
-		{ DM_DEVICE_CLEAR, "clear the inactive table" },
-	};
-	struct dm_task *dmt = pmctl_dm_task(type, name);
-	const char *what = "?";
-	bool ok;
-	size_t i;
-
-	for (i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
-		if (ops[i].type == type)
-			what = ops[i].what;
-	ok = dmt && (type != DM_DEVICE_RESUME || pmctl_dm_udev_flags(dmt)) && pmctl_dm_run(dmt);
-	if (!ok)
-		snprintf(why, len, "cannot %s: %s", what, pmctl_dm_why());
-	if (dmt)
-		dm_task_destroy(dmt);
-	if (ok && type == DM_DEVICE_RESUME)
-		dm_task_update_nodes();
-	return ok;
-}
-
-/* Load a one-target table (inactive); false with a reason in @why. */
-static bool dm_load(const char *name, uint64_t len, const char *type,
-		    const char *params, char *why, size_t wlen)
-{
-	struct dm_task *dmt = pmctl_dm_task(DM_DEVICE_RELOAD, name);
-	int kfd = pmctl_kmsg_open();
-	char reason[512];
-	bool ok;
-
-	ok = dmt && dm_task_add_target(dmt, 0, len, type, params) && pmctl_dm_run(dmt);
-	if (!ok) {
-		if (!pmctl_kmsg_reason(kfd, reason, sizeof(reason)))
-			snprintf(reason, sizeof(reason), "%s", pmctl_dm_why());
-		snprintf(why, wlen, "the kernel refused the %s table '%s': %s", type,
-			 params, reason);
-	} else if (kfd >= 0) {
-		close(kfd);
-	}
-	if (dmt)
-		dm_task_destroy(dmt);
-	return ok;
-}
-
 /* The live table's only target: its type and params (malloc'ed), or -1. */
 static int live_target(const char *name, char *type, size_t tlen, char **params)
 {
@@ -154,7 +106,7 @@ static bool restore(struct detach *d, char *why, size_t len)
 		snprintf(why, len, "cannot query the device: %s", pmctl_dm_why());
 		return false;
 	}
-	if (info.inactive_table && !dm_simple(d->name, DM_DEVICE_CLEAR, why, len))
+	if (info.inactive_table && !pmctl_dm_simple(d->name, DM_DEVICE_CLEAR, why, len))
 		return false;
 	if (live_target(d->name, type, sizeof(type), &live)) {
 		snprintf(why, len, "cannot read the table: %s", pmctl_dm_why());
@@ -164,10 +116,10 @@ static bool restore(struct detach *d, char *why, size_t len)
 	free(live);
 	if (ours) {
 		/* Resume swaps: the suspend it implies flushes, nothing else. */
-		if (!dm_load(d->name, d->len, PMCTL_TARGET, d->orig, why, len) ||
-		    !dm_simple(d->name, DM_DEVICE_RESUME, why, len))
+		if (!pmctl_dm_load(d->name, d->len, PMCTL_TARGET, d->orig, why, len) ||
+		    !pmctl_dm_simple(d->name, DM_DEVICE_RESUME, why, len))
 			return false;
-	} else if (info.suspended && !dm_simple(d->name, DM_DEVICE_RESUME, why, len)) {
+	} else if (info.suspended && !pmctl_dm_simple(d->name, DM_DEVICE_RESUME, why, len)) {
 		return false;
 	}
 	if (d->sent_cleaner && !ours) {
@@ -339,12 +291,12 @@ static int do_detach(struct detach *d, uint32_t timeout)
 			snprintf(why, sizeof(why), "table too long");
 			goto fail_dm;
 		}
-		if (!dm_load(d->name, d->len, PMCTL_TARGET, params, why, sizeof(why)) ||
+		if (!pmctl_dm_load(d->name, d->len, PMCTL_TARGET, params, why, sizeof(why)) ||
 		    injected(d, "load", why, sizeof(why)))
 			goto fail_dm;
 		d->fos_added = true;
-		if (!dm_simple(d->name, DM_DEVICE_SUSPEND, why, sizeof(why)) ||
-		    !dm_simple(d->name, DM_DEVICE_RESUME, why, sizeof(why)) ||
+		if (!pmctl_dm_simple(d->name, DM_DEVICE_SUSPEND, why, sizeof(why)) ||
+		    !pmctl_dm_simple(d->name, DM_DEVICE_RESUME, why, sizeof(why)) ||
 		    injected(d, "swap", why, sizeof(why)))
 			goto fail_dm;
 	}
@@ -354,10 +306,10 @@ static int do_detach(struct detach *d, uint32_t timeout)
 	}
 
 	/* 3. The linear table; the suspend flushes, nothing is dirty after. */
-	if (!dm_load(d->name, d->len, "linear", linear, why, sizeof(why)) ||
+	if (!pmctl_dm_load(d->name, d->len, "linear", linear, why, sizeof(why)) ||
 	    injected(d, "linear", why, sizeof(why)))
 		goto fail_dm;
-	if (!dm_simple(d->name, DM_DEVICE_SUSPEND, why, sizeof(why)) ||
+	if (!pmctl_dm_simple(d->name, DM_DEVICE_SUSPEND, why, sizeof(why)) ||
 	    injected(d, "suspend", why, sizeof(why)))
 		goto fail_dm;
 	r = pmctl_sample(d->name, &s1);
@@ -378,7 +330,7 @@ static int do_detach(struct detach *d, uint32_t timeout)
 		goto out;
 	}
 	if (injected(d, "resume", why, sizeof(why)) ||
-	    !dm_simple(d->name, DM_DEVICE_RESUME, why, sizeof(why)))
+	    !pmctl_dm_simple(d->name, DM_DEVICE_RESUME, why, sizeof(why)))
 		goto fail_dm;
 
 	/* 4. What is live now. */

@@ -423,3 +423,51 @@ double pmctl_wb_rate(const struct pmctl_sample *a, const struct pmctl_sample *b,
 	return a->st.dirty > b->st.dirty ?
 		(double)(a->st.dirty - b->st.dirty) * bs / dt : 0;
 }
+
+/* DM_DEVICE_SUSPEND, RESUME or CLEAR; false with a reason in @why. */
+bool pmctl_dm_simple(const char *name, int type, char *why, size_t len)
+{
+	static const struct { int type; const char *what; } ops[] = {
+		{ DM_DEVICE_SUSPEND, "suspend" }, { DM_DEVICE_RESUME, "resume" },
+		{ DM_DEVICE_CLEAR, "clear the inactive table" },
+	};
+	struct dm_task *dmt = pmctl_dm_task(type, name);
+	const char *what = "?";
+	bool ok;
+	size_t i;
+
+	for (i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
+		if (ops[i].type == type)
+			what = ops[i].what;
+	ok = dmt && (type != DM_DEVICE_RESUME || pmctl_dm_udev_flags(dmt)) && pmctl_dm_run(dmt);
+	if (!ok)
+		snprintf(why, len, "cannot %s: %s", what, pmctl_dm_why());
+	if (dmt)
+		dm_task_destroy(dmt);
+	if (ok && type == DM_DEVICE_RESUME)
+		dm_task_update_nodes();
+	return ok;
+}
+
+/* Load a one-target table (inactive); false with a reason in @why. */
+bool pmctl_dm_load(const char *name, uint64_t len, const char *type,
+		   const char *params, char *why, size_t wlen)
+{
+	struct dm_task *dmt = pmctl_dm_task(DM_DEVICE_RELOAD, name);
+	int kfd = pmctl_kmsg_open();
+	char reason[512];
+	bool ok;
+
+	ok = dmt && dm_task_add_target(dmt, 0, len, type, params) && pmctl_dm_run(dmt);
+	if (!ok) {
+		if (!pmctl_kmsg_reason(kfd, reason, sizeof(reason)))
+			snprintf(reason, sizeof(reason), "%s", pmctl_dm_why());
+		snprintf(why, wlen, "the kernel refused the %s table '%s': %s", type,
+			 params, reason);
+	} else if (kfd >= 0) {
+		close(kfd);
+	}
+	if (dmt)
+		dm_task_destroy(dmt);
+	return ok;
+}

@@ -51,6 +51,14 @@ int pmctl_dm_get(int type, const char *name, uint64_t *len, char **params);
 int pmctl_dm_message(const char *name, const char *msg);
 /* Remove device @name and its node. */
 int pmctl_dm_remove(const char *name);
+/* DM_DEVICE_SUSPEND, RESUME or CLEAR; false with a reason in @why. */
+bool pmctl_dm_simple(const char *name, int type, char *why, size_t len);
+/*
+ * Load a one-target table (inactive); false with a reason in @why (the
+ * kernel's line if it logged one).
+ */
+bool pmctl_dm_load(const char *name, uint64_t len, const char *type,
+		   const char *params, char *why, size_t wlen);
 /* "/dev/md0" for "9:0" (malloc'ed), or NULL. */
 char *pmctl_devpath(const char *majmin);
 /*

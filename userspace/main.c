@@ -128,6 +128,17 @@ static const struct command commands[] = {
 	  "  -t, --timeout SEC   give up (and restore) if the cache is not clean\n"
 	  "                      after SEC seconds (default 0: no limit)\n"
 	  "  -q, --quiet         no progress lines on stderr\n" },
+	{ "replace", cmd_replace, "give a mirrored cache a new half for a lost one",
+	  "usage: pmemcachectl replace NAME --cache PMEMDEV\n"
+	  "\n"
+	  "NAME is a mirrored cache that lost a half (\"mirror -\", or a namespace\n"
+	  "gone while it ran).  Reload its table with the surviving half first and\n"
+	  "PMEMDEV (blank, or the old half back) as its mirror: the resume copies\n"
+	  "the survivor to PMEMDEV, while I/O waits, and the cache is redundant\n"
+	  "again.\n"
+	  "  -c, --cache PMEMDEV   the new half\n"
+	  "Exit: 0 replaced, 1 usage, 2 nothing to replace or no such device,\n"
+	  "      3 the kernel refused (its reason printed; the cache runs on).\n" },
 	{ "set", cmd_set, "change a setting of a running cache device",
 	  "usage: pmemcachectl set NAME KEY VALUE\n"
 	  "\n"

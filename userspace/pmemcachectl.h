@@ -98,6 +98,18 @@ int pmctl_table_add_flag(const char *params, const char *flag, char *out,
 			 size_t len);
 /* Whether the table params @params have the feature flag @flag. */
 bool pmctl_table_has_flag(const char *params, const char *flag);
+/*
+ * A mirrored cache's table params: its halves, pmem_dev and the argument
+ * of "mirror" ("-" if missing), into @first and @mirror (64 bytes each).
+ * 0, or -1 if @params is no table of a mirrored cache.
+ */
+int pmctl_table_halves(const char *params, char *first, char *mirror);
+/*
+ * @params with the halves @first and @mirror, "degraded" left out (it is
+ * one-shot).  0, or -1 as pmctl_table_add_flag().
+ */
+int pmctl_table_set_halves(const char *params, const char *first,
+			   const char *mirror, char *out, size_t len);
 
 /*
  * The create path (cmd_create.c), shared by create and activate: checks,
@@ -123,6 +135,7 @@ int cmd_set(int argc, char **argv);
 int cmd_activate(int argc, char **argv);
 int cmd_udev_probe(int argc, char **argv);
 int cmd_monitor(int argc, char **argv);
+int cmd_replace(int argc, char **argv);
 
 /* Help text of each command (main.c). */
 void usage_cmd(const char *cmd, bool to_stderr);

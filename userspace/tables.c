@@ -194,3 +194,58 @@ int pmctl_table_add_flag(const char *params, const char *flag, char *out,
 	}
 	return 0;
 }
+
+/* The index of the word after "mirror" in @w, or -1. */
+static int mirror_arg(char w[][WORD_LEN], int nw)
+{
+	int i;
+
+	for (i = 4; i < nw - 1; i++)
+		if (!strcmp(w[i], "mirror"))
+			return i + 1;
+	return -1;
+}
+
+int pmctl_table_halves(const char *params, char *first, char *mirror)
+{
+	char w[MAX_WORDS][WORD_LEN];
+	int nw, m;
+
+	if (table_words(params, w, &nw))
+		return -1;
+	m = mirror_arg(w, nw);
+	if (m < 0 || strlen(w[1]) >= 64 || strlen(w[m]) >= 64)
+		return -1;
+	strcpy(first, w[1]);
+	strcpy(mirror, w[m]);
+	return 0;
+}
+
+int pmctl_table_set_halves(const char *params, const char *first,
+			   const char *mirror, char *out, size_t len)
+{
+	char w[MAX_WORDS][WORD_LEN];
+	int nw, m, i, n, nf = 0;
+	size_t at;
+
+	if (table_words(params, w, &nw))
+		return -1;
+	m = mirror_arg(w, nw);
+	if (m < 0)
+		return -1;
+	for (i = 4; i < nw; i++)
+		nf += strcmp(w[i], "degraded") != 0;
+	n = snprintf(out, len, "%s %s %s %d", w[0], first, w[2], nf);
+	if (n < 0 || (size_t)n >= len)
+		return -1;
+	at = n;
+	for (i = 4; i < nw; i++) {
+		if (!strcmp(w[i], "degraded"))
+			continue;
+		n = snprintf(out + at, len - at, " %s", i == m ? mirror : w[i]);
+		if (n < 0 || (size_t)n >= len - at)
+			return -1;
+		at += n;
+	}
+	return 0;
+}

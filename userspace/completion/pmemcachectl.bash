@@ -13,7 +13,7 @@ _pmemcachectl()
 	COMPREPLY=()
 	cur=${COMP_WORDS[COMP_CWORD]}
 	prev=${COMP_WORDS[COMP_CWORD-1]}
-	local cmds="create activate status list monitor flush remove detach set check udev-probe drain help"
+	local cmds="create activate status list monitor flush remove detach replace set check udev-probe drain help"
 	if [ "$COMP_CWORD" -eq 1 ]; then
 		COMPREPLY=($(compgen -W "$cmds --help --version" -- "$cur"))
 		return
@@ -73,6 +73,7 @@ _pmemcachectl()
 			return
 		fi ;;
 	check) opts="--origin --mirror --json" ;;
+	replace) opts="--cache" ;;
 	drain) opts="--mirror --degraded --dry-run --no-mark-clean --json" ;;
 	help)
 		COMPREPLY=($(compgen -W "$cmds" -- "$cur"))

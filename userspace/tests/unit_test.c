@@ -375,6 +375,26 @@ static void table_flags_are_added_once(void)
 	CHECK(pmctl_table_add_flag("9:0 259:0 4096", "cleaner", out, 20));
 }
 
+/* replace: the halves of a mirrored cache's table, read and set. */
+static void mirror_halves_are_read_and_set(void)
+{
+	char a[64], b[64], out[256];
+
+	CHECK(!pmctl_table_halves("9:0 259:0 4096 4 high_watermark 60 mirror 259:1", a, b));
+	CHECK(!strcmp(a, "259:0") && !strcmp(b, "259:1"));
+	CHECK(!pmctl_table_halves("9:0 259:0 4096 2 mirror -", a, b) && !strcmp(b, "-"));
+	CHECK(pmctl_table_halves("9:0 259:0 4096 2 max_age 9", a, b));
+	CHECK(pmctl_table_halves("9:0 259:0 4096 1 mirror", a, b));
+	CHECK(!pmctl_table_set_halves("9:0 259:1 4096 4 cleaner mirror 259:0 degraded",
+				      "259:1", "/dev/pmem2", out, sizeof(out)));
+	CHECK(!strcmp(out, "9:0 259:1 4096 3 cleaner mirror /dev/pmem2"));
+	CHECK(!pmctl_table_set_halves("9:0 259:0 4096 2 mirror 259:1", "259:1", "/dev/pmem0",
+				      out, sizeof(out)));
+	CHECK(!strcmp(out, "9:0 259:1 4096 2 mirror /dev/pmem0"));
+	CHECK(pmctl_table_set_halves("9:0 259:0 4096 1 cleaner", "a", "b", out, sizeof(out)));
+	CHECK(pmctl_table_set_halves("9:0 259:0 4096 2 mirror -", "259:0", "/dev/pmem2", out, 20));
+}
+
 /* The names a cache gets: DM UUID and default device name (probe.c). */
 static void dm_uuid_and_default_name_come_from_the_cache_uuid(void)
 {
@@ -584,6 +604,7 @@ int main(void)
 		readonly_image_never_changes,
 		small_reads_see_stores_and_cross_windows,
 		set_keys_follow_the_target, table_flags_are_added_once,
+		mirror_halves_are_read_and_set,
 		dm_uuid_and_default_name_come_from_the_cache_uuid,
 		sb_probe_reads_what_format_recorded,
 		an_md_origin_may_grow_never_shrink,

@@ -1,0 +1,164 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * pmemcachectl replace: a new second half for a mirrored cache that lost
+ * one (a dead NVDIMM), copied from the half that holds every write.
+ *
+ * The live table names the halves; the lost one is "-", or a device that
+ * is gone (no /sys/dev/block entry: its namespace was unbound).  The new
+ * table names the survivor first and the new device as its mirror.  A
+ * dead half still named in the live table is first let go of by a table
+ * with "mirror -": device-mapper keeps a held disk's holder link, and a
+ * new disk of the same name (the NVDIMM's namespace back) cannot get its
+ * own while it stays.  The resume that swaps the new table in copies the
+ * survivor to the new half (resync
+ * R1..R5, docs/format.md) before the device takes I/O again: I/O waits
+ * for the copy (no online resync yet).  The module decides what may be
+ * copied over (a blank device, or a stale half of this cache) and its
+ * one line is what the user sees if it refuses.
+ */
+#define _DEFAULT_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <libdevmapper.h>
+
+#include "pmemcachectl.h"
+#include "dm.h"
+#include "probe.h"
+#include "status.h"
+
+/* Is the block device "major:minor" still there? */
+static bool half_present(const char *majmin)
+{
+	char p[PATH_MAX];
+	struct stat st;
+
+	if (!strcmp(majmin, "-"))
+		return false;
+	snprintf(p, sizeof(p), "%s/dev/block/%s", pmctl_sysfs_root(), majmin);
+	return !stat(p, &st);
+}
+
+/* "major:minor" of the block device @path, or -1 after one line. */
+static int majmin_of(const char *path, char *out, size_t len)
+{
+	struct stat st;
+
+	if (stat(path, &st)) {
+		err("%s: %s", path, strerror(errno));
+		return -1;
+	}
+	if (!S_ISBLK(st.st_mode)) {
+		err("%s: not a block device", path);
+		return -1;
+	}
+	snprintf(out, len, "%u:%u", major(st.st_rdev), minor(st.st_rdev));
+	return 0;
+}
+
+/* Load @table, suspend and resume: false after one line. */
+static bool swap_table(const char *name, uint64_t len, const char *table)
+{
+	char why[1024];
+
+	if (!pmctl_dm_load(name, len, PMCTL_TARGET, table, why, sizeof(why))) {
+		err("%s: %s: the cache runs on as before", name, why);
+		return false;
+	}
+	if (!pmctl_dm_simple(name, DM_DEVICE_SUSPEND, why, sizeof(why)) ||
+	    !pmctl_dm_simple(name, DM_DEVICE_RESUME, why, sizeof(why))) {
+		err("%s: %s", name, why);
+		return false;
+	}
+	return true;
+}
+
+static int replace(const char *name, const char *dev)
+{
+	char first[64], mirror[64], neu[32], alone[1024], table[1024], health[64] = "?";
+	const char *survivor, *lost;
+	struct pmc_status s;
+	uint64_t len;
+	char *params;
+	double t0;
+	int r;
+
+	r = pmctl_dm_get(DM_DEVICE_TABLE, name, &len, &params);
+	if (r)
+		return r;
+	if (pmctl_table_halves(params, first, mirror)) {
+		err("%s: not a mirrored cache (its table has no mirror feature)", name);
+		free(params);
+		return EXIT_USAGE;
+	}
+	if (half_present(first) == half_present(mirror)) {
+		err("%s: %s: nothing to replace (a half lost while the cache runs has no "
+		    "/sys/dev/block entry any more)", name, half_present(first) ?
+		    "both halves are present" : "neither half is present");
+		free(params);
+		return EXIT_DEVICE;
+	}
+	survivor = half_present(first) ? first : mirror;
+	lost = survivor == first ? mirror : first;
+	if (majmin_of(dev, neu, sizeof(neu)) ||
+	    pmctl_table_set_halves(params, survivor, "-", alone, sizeof(alone)) ||
+	    pmctl_table_set_halves(params, survivor, dev, table, sizeof(table))) {
+		free(params);
+		return EXIT_DEVICE;
+	}
+	free(params);
+	if (!strcmp(neu, survivor)) {
+		err("%s: %s is the half that holds the cache", name, dev);
+		return EXIT_USAGE;
+	}
+	printf("%s: replacing the lost half %s by %s: the resume copies %s to it, "
+	       "I/O waits meanwhile\n", name, lost, dev, survivor);
+	fflush(stdout);
+	if (strcmp(lost, "-") && !swap_table(name, len, alone))
+		return EXIT_DM;
+	t0 = pmctl_now_s();
+	if (!swap_table(name, len, table))
+		return EXIT_DM;
+	if (!pmctl_dm_get(DM_DEVICE_STATUS, name, &len, &params)) {
+		if (!pmc_status_parse(params, &s))
+			snprintf(health, sizeof(health), "%s", s.health);
+		free(params);
+	}
+	printf("%s: %s is its second half again (copied in %.1f s), health %s\n", name, dev,
+	       pmctl_now_s() - t0, health);
+	return EXIT_OK;
+}
+
+int cmd_replace(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "cache", required_argument, NULL, 'c' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *dev = NULL;
+	int c, r;
+
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":c:", opts, NULL)) != -1) {
+		switch (c) {
+		case 'c':
+			dev = optarg;
+			break;
+		default:
+			return bad_option(c, argv, "replace");
+		}
+	}
+	if (argc - optind != 1 || !dev) {
+		err("need exactly one NAME and --cache PMEMDEV (see pmemcachectl replace --help)");
+		return EXIT_USAGE;
+	}
+	r = pmctl_dm_setup();
+	return r ? r : replace(argv[optind], dev);
+}
