@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from vm import VM, BZIMAGE, REPO, LOGDIR, REPORT_TALLY, QEMU_RETRIES, KASAN_KERNEL, add_figure
+from vm import VM, BZIMAGE, boot_name, REPO, LOGDIR, REPORT_TALLY, QEMU_RETRIES, KASAN_KERNEL, add_figure
 
 
 def pytest_collection_modifyitems(config, items):
@@ -21,7 +21,7 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture
 def vm(request, tmp_path):
     """A fresh guest (new pmem and disk images) for one test."""
-    return VM(request.node.name, tmp_path / "state")
+    return VM(boot_name(request.node.name), tmp_path / "state")
 
 
 # Figures a test wants shown at the end of the run (make test-long prints

@@ -284,6 +284,15 @@ def discard_boot(proc, files, kind, why):
     check_reports(GuestRun.load(proc.returncode, files))
 
 
+def boot_name(test_name):
+    """The name a test's boots are logged under: the test's, and for a run
+    of a mutant or its control (tests/vm_mutants.py sets PMC_BOOT_TAG)
+    "<test>.<tag>", so that a mutant's expected failure is never found
+    under the product test's own name."""
+    tag = os.environ.get("PMC_BOOT_TAG", "")
+    return "%s.%s" % (test_name, tag) if tag else test_name
+
+
 class VM:
     """A guest with its own state folder (pmem and disk images).
 

@@ -247,6 +247,11 @@ def guest_module(tmp, mutant_file=None, edits=()):
     return [(src / "dm-pmemcache.ko", "/test/mutant.ko")], "/test/mutant.ko"
 
 
+def boot_tag(mutant):
+    """What the boots of @mutant's run are logged under (vm.boot_name())."""
+    return "control" if mutant is None else "mutant-" + re.sub(r"\W+", "-", mutant.name).strip("-")
+
+
 def run_pytest(test, env, log):
     env = dict(os.environ, KCACHE=str(KCACHE), KBUILD=str(KBUILD), PMC_LONG="0",
                PMC_DURABLE_CHAINS="1", **env)
@@ -303,25 +308,27 @@ def check(mutant, checker, log, cuts=None):
         if not build_module(src, kind.startswith("window"), log):
             return "did not build", ""
         ko = str(src / "dm-pmemcache.ko")
+        # its boots log under their own name, never as the product test's
+        tag = {"PMC_BOOT_TAG": boot_tag(mutant)}
         if kind == "vm":
             rc, out = run_pytest(
                 "tests/test_durability.py::test_power_cuts_over_a_volatile_origin",
-                {"PMC_DURABLE_CUTS": str(cuts), "PMC_MUTANT_KO": ko}, log)
+                {"PMC_DURABLE_CUTS": str(cuts), "PMC_MUTANT_KO": ko, **tag}, log)
         elif kind == "fs":
             rc, out = run_pytest(
                 "tests/test_fs_powercut.py::test_power_cuts_under_ext4_and_xfs",
-                {"PMC_FS_CUTS": str(cuts), "PMC_MUTANT_KO": ko}, log)
+                {"PMC_FS_CUTS": str(cuts), "PMC_MUTANT_KO": ko, **tag}, log)
         elif kind == "fua":
             rc, out = run_pytest(
                 "tests/test_durability.py::"
                 "test_writes_past_a_full_cache_reach_the_origin_with_fua",
-                {"PMC_MUTANT_KO": ko}, log)
+                {"PMC_MUTANT_KO": ko, **tag}, log)
         else:
             quiet = kind == "window-quiet"
             rc, out = run_pytest(
                 "tests/test_window_cuts.py::test_power_cuts_in_the_protocol_windows",
                 {"PMC_CUT_POINTS": points, "PMC_CUT_QUIET": str(int(quiet)),
-                 "PMC_CUT_AFTER": "8" if quiet else "0", "PMC_CUT_KO": ko}, log)
+                 "PMC_CUT_AFTER": "8" if quiet else "0", "PMC_CUT_KO": ko, **tag}, log)
         with open(log, "a") as f:
             f.write("\nexit status %d\n" % rc)
         v = verdict(checker, rc, out)
