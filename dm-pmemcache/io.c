@@ -194,26 +194,33 @@ static int pmc_copy_to_bio(struct bio *bio, const u8 *block, u32 first,
 	return ret;
 }
 
+struct pmc_slot_copy {
+	struct bio *bio;
+	u64 off;		/* of the slot's data in a half */
+	u32 first, mask;
+};
+
+static int pmc_slot_copy(void *ctx, const u8 *half)
+{
+	struct pmc_slot_copy *c = ctx;
+
+	return pmc_copy_to_bio(c->bio, half + c->off, c->first, c->mask);
+}
+
 /*
- * Read sectors @mask of cache slot @slot into @bio (see pmc_copy_to_bio).
- * A range in the pmem disk's badblocks list is not read at all; on a
- * media error a mirror reads the other half, else -EIO.
+ * Read sectors @mask of cache slot @slot into @bio (see pmc_copy_to_bio),
+ * from either half of a mirror (pmc_read_either_half()).
  */
 static int pmc_read_slot(struct pmemcache *pc, struct bio *bio, u32 slot,
 			 u32 first, u32 mask)
 {
-	u64 off = pmc_meta_data_offset(&pc->meta, slot);
-	u64 at = off + (first << SECTOR_SHIFT);
-	const u8 *other;
+	struct pmc_slot_copy c = {
+		.bio = bio, .first = first, .mask = mask,
+		.off = pmc_meta_data_offset(&pc->meta, slot),
+	};
 
-	if (!pmc_pmem_range_bad(pc, at, bio->bi_iter.bi_size) &&
-	    !pmc_copy_to_bio(bio, pmc_meta_data(&pc->meta, slot), first, mask))
-		return 0;
-	other = pmc_mirror_other_copy(pc, at, bio->bi_iter.bi_size);
-	if (!other || pmc_copy_to_bio(bio, other + off, first, mask))
-		return -EIO;
-	pmc_count_mirror_read(pc, slot);
-	return 0;
+	return pmc_read_either_half(pc, slot, c.off + (first << SECTOR_SHIFT),
+				    bio->bi_iter.bi_size, true, pmc_slot_copy, &c);
 }
 
 static u32 pmc_bio_mask(struct pmemcache *pc, struct bio *bio, u32 *first)
@@ -549,15 +556,22 @@ void pmc_env_pmem_exit(struct pmemcache *pc, int id)
 	pmc_pmem_exit(id);
 }
 
-/* Sectors @keep of the pmem block at @src into @buf. */
-static int pmc_copy_kept(struct pmemcache *pc, u8 *buf, const u8 *src,
-			 u32 keep)
+struct pmc_kept_copy {
+	u8 *buf;
+	u64 off;		/* of the slot's data in a half */
+	u32 keep, sectors;
+};
+
+/* Sectors @keep of the cached block into @buf. */
+static int pmc_copy_kept(void *ctx, const u8 *half)
 {
+	struct pmc_kept_copy *c = ctx;
+	const u8 *src = half + c->off;
 	u32 i;
 
-	for (i = 0; i < (1U << pc->spb_shift); i++)
-		if ((keep & BIT(i)) &&
-		    pmc_copy_from_pmem(buf + (i << SECTOR_SHIFT),
+	for (i = 0; i < c->sectors; i++)
+		if ((c->keep & BIT(i)) &&
+		    pmc_copy_from_pmem(c->buf + (i << SECTOR_SHIFT),
 				       src + (i << SECTOR_SHIFT), SECTOR_SIZE))
 			return -EIO;
 	return 0;
@@ -589,25 +603,22 @@ int pmc_env_through_fill(struct pmemcache *pc, struct pmc_thru *thru,
 			 struct pmc_write *w)
 {
 	struct pmc_through *t = container_of(thru, struct pmc_through, thru);
-	u8 *buf = page_address(t->page);
+	struct pmc_kept_copy c = {
+		.buf = page_address(t->page), .keep = thru->keep,
+		.sectors = 1U << pc->spb_shift,
+		.off = pmc_meta_data_offset(&pc->meta, thru->slot),
+	};
 	u32 first = t->bio->bi_iter.bi_sector & ((1U << pc->spb_shift) - 1);
-	u64 boff = pmc_meta_data_offset(&pc->meta, thru->slot);
 	u32 off = first << SECTOR_SHIFT;
 	struct bvec_iter iter;
 	struct bio_vec bv;
-	const u8 *other;
 
 	if (thru->keep &&
-	    (pmc_pmem_range_bad(pc, boff, pc->block_size) ||
-	     pmc_copy_kept(pc, buf, pmc_meta_data(&pc->meta, thru->slot),
-			   thru->keep))) {
-		other = pmc_mirror_other_copy(pc, boff, pc->block_size);
-		if (!other || pmc_copy_kept(pc, buf, other + boff, thru->keep))
-			return -EIO;
-		pmc_count_mirror_read(pc, thru->slot);
-	}
+	    pmc_read_either_half(pc, thru->slot, c.off, pc->block_size, true,
+				 pmc_copy_kept, &c))
+		return -EIO;
 	bio_for_each_segment(bv, t->bio, iter) {
-		memcpy_from_bvec(buf + off, &bv);
+		memcpy_from_bvec(c.buf + off, &bv);
 		off += bv.bv_len;
 	}
 	return 0;

@@ -363,15 +363,24 @@ struct pmc_heal_fill {
 	u8 *buf;
 };
 
+static int pmc_heal_copy(void *ctx, const u8 *half)
+{
+	struct pmc_heal_fill *h = ctx;
+	struct pmemcache *pc = h->pc;
+
+	return pmc_copy_from_pmem(h->buf, half + pmc_meta_data_offset(&pc->meta, h->slot),
+				  pc->block_size);
+}
+
 /* pmc_fill_fn: the good copy of the bad block, from the other half. */
 static int pmc_heal_fill(void *ctx, u8 *block)
 {
 	struct pmc_heal_fill *h = ctx;
 	struct pmemcache *pc = h->pc;
-	u64 off = pmc_meta_data_offset(&pc->meta, h->slot);
-	const u8 *other = pmc_mirror_other_copy(pc, off, pc->block_size);
 
-	if (!other || pmc_copy_from_pmem(h->buf, other + off, pc->block_size))
+	/* not counted again: this is the heal of that count */
+	if (pmc_read_either_half(pc, h->slot, pmc_meta_data_offset(&pc->meta, h->slot),
+				 pc->block_size, false, pmc_heal_copy, h))
 		return -EIO;
 	pmc_meta_store(&pc->meta, block, h->buf, pc->block_size, PMC_P_DATA);
 	return 0;

@@ -43,48 +43,71 @@ static bool pmc_bdev_range_bad(struct block_device *bdev, u64 byte_off,
 			       &first_bad, &num_bad) != 0;
 }
 
-bool pmc_pmem_range_bad(struct pmemcache *pc, u64 byte_off, u32 len)
+/* Is [@byte_off, @byte_off + @len) of half @h on its badblocks list? */
+bool pmc_half_range_bad(struct pmemcache *pc, unsigned int h, u64 byte_off,
+			u32 len)
 {
-	/* live 2: half 0 was lost, reads use half 1 */
-	return pmc_bdev_range_bad(READ_ONCE(pc->meta.live) == 2 ?
-				  pc->mirror.dev->bdev : pc->pmem_dev->bdev,
+	return pmc_bdev_range_bad(h ? pc->mirror.dev->bdev : pc->pmem_dev->bdev,
 				  byte_off, len);
 }
 
 /*
- * A mirror's second copy of [@byte_off, @byte_off + @len), for a read
- * that met a media error on the half reads use: byte 0 of the other
- * half, or NULL (one device, a half lost, or the range on the other
- * half's badblocks list too).  Both halves hold the same bytes of every
- * live block: its data was fenced on both (W2) before its record.
+ * Is the range bad on a half the cache runs on: never to be handed to a
+ * write, never to be sent by a page-less bio.
  */
-const u8 *pmc_mirror_other_copy(struct pmemcache *pc, u64 byte_off, u32 len)
+bool pmc_pmem_range_bad(struct pmemcache *pc, u64 byte_off, u32 len)
 {
-	/* both halves live: reads use half 0 */
-	if (READ_ONCE(pc->meta.live) != 3 ||
-	    pmc_bdev_range_bad(pc->mirror.dev->bdev, byte_off, len))
-		return NULL;
-	return pc->meta.half[1];
+	unsigned int live = READ_ONCE(pc->meta.live);
+
+	if (live != 3)
+		return pmc_half_range_bad(pc, live == 2, byte_off, len);
+	return pmc_half_range_bad(pc, 0, byte_off, len) ||
+	       pmc_half_range_bad(pc, 1, byte_off, len);
 }
 
 /*
- * Copy the data of cache block @slot into @dst: from the half reads use,
- * or after a media error there from a mirror's other half.  0 or -EIO.
+ * A mirror's second copy of [@byte_off, @byte_off + @len), for a read
+ * that met a media error on half @h: byte 0 of the other half, or NULL
+ * (one device, a half lost, or the range on the other half's badblocks
+ * list too).  Both halves hold the same bytes of every live block: its
+ * data was fenced on both (W2) before its record.
+ */
+const u8 *pmc_mirror_other_copy(struct pmemcache *pc, unsigned int h,
+				u64 byte_off, u32 len)
+{
+	if (READ_ONCE(pc->meta.live) != 3 ||
+	    pmc_half_range_bad(pc, h ^ 1, byte_off, len))
+		return NULL;
+	return h ? pc->meta.half[0] : pc->meta.half[1];
+}
+
+struct pmc_block_copy {
+	void *dst;
+	u64 off;
+	u32 len;
+};
+
+static int pmc_block_copy(void *ctx, const u8 *half)
+{
+	struct pmc_block_copy *c = ctx;
+
+	return pmc_copy_from_pmem(c->dst, half + c->off, c->len);
+}
+
+/*
+ * Copy the data of cache block @slot into @dst: from the half that serves
+ * its reads, or after a media error there from a mirror's other half.
+ * 0 or -EIO.
  */
 int pmc_read_block(struct pmemcache *pc, void *dst, u32 slot)
 {
-	u64 off = pmc_meta_data_offset(&pc->meta, slot);
-	const u8 *other;
+	struct pmc_block_copy c = {
+		.dst = dst, .len = pc->block_size,
+		.off = pmc_meta_data_offset(&pc->meta, slot),
+	};
 
-	if (!pmc_pmem_range_bad(pc, off, pc->block_size) &&
-	    !pmc_copy_from_pmem(dst, pmc_meta_data(&pc->meta, slot),
-				pc->block_size))
-		return 0;
-	other = pmc_mirror_other_copy(pc, off, pc->block_size);
-	if (!other || pmc_copy_from_pmem(dst, other + off, pc->block_size))
-		return -EIO;
-	pmc_count_mirror_read(pc, slot);
-	return 0;
+	return pmc_read_either_half(pc, slot, c.off, c.len, true,
+				    pmc_block_copy, &c);
 }
 
 /* A read was served from the other half: count it, heal the block. */

@@ -299,8 +299,12 @@ void pmc_unclaim(struct pmemcache *pc);
 /* pmem.c */
 int pmc_pmem_claim(struct pmemcache *pc, char **error);
 int pmc_mirror_claim(struct pmemcache *pc, char **error);
-const u8 *pmc_mirror_other_copy(struct pmemcache *pc, u64 byte_off, u32 len);
+bool pmc_half_range_bad(struct pmemcache *pc, unsigned int h, u64 byte_off,
+			u32 len);
+const u8 *pmc_mirror_other_copy(struct pmemcache *pc, unsigned int h,
+				u64 byte_off, u32 len);
 void pmc_count_mirror_read(struct pmemcache *pc, u32 slot);
+void pmc_mirror_heal_later(struct pmemcache *pc, u32 slot);	/* mirror.c */
 int pmc_read_block(struct pmemcache *pc, void *dst, u32 slot);
 void pmc_pmem_release(struct pmemcache *pc);
 int pmc_pmem_enter(struct pmemcache *pc);
@@ -309,6 +313,45 @@ bool pmc_pmem_gone(struct pmemcache *pc);
 int pmc_origin_identity(struct pmemcache *pc, struct pmc_origin_id *oid);
 int pmc_copy_from_pmem(void *dst, const void *src, size_t len);
 bool pmc_pmem_range_bad(struct pmemcache *pc, u64 byte_off, u32 len);
+
+/* Byte 0 of half @h: meta.base is the survivor's once a half was lost. */
+static inline const u8 *pmc_half_base(struct pmemcache *pc, unsigned int h)
+{
+	return h ? pc->meta.half[1] : pc->meta.base;
+}
+
+/*
+ * Read bytes [@at, @at + @len) of cache block @slot's data with @copy
+ * (given byte 0 of a half: 0 or -EIO).  With both halves of a mirror
+ * live, odd slots are read from the second, so that two NVDIMMs share
+ * the reads; else from the half the cache runs on.  A range on that
+ * half's badblocks list is not read at all; after a media error there,
+ * the other half's copy is read: then, if @count, counted and the block
+ * queued to heal, as is a block read well whose other copy is on the
+ * badblocks list (a copy nothing reads would be found bad only once the
+ * good one is lost).  0 or -EIO.  Always inlined: @copy is a direct call.
+ */
+static __always_inline int pmc_read_either_half(struct pmemcache *pc, u32 slot,
+						u64 at, u32 len, bool count,
+						int (*copy)(void *ctx, const u8 *half),
+						void *ctx)
+{
+	unsigned int live = READ_ONCE(pc->meta.live);
+	unsigned int h = live == 3 ? slot & 1 : live == 2;
+	const u8 *other;
+
+	if (!pmc_half_range_bad(pc, h, at, len) && !copy(ctx, pmc_half_base(pc, h))) {
+		if (live == 3 && count && pmc_half_range_bad(pc, h ^ 1, at, len))
+			pmc_mirror_heal_later(pc, slot);
+		return 0;
+	}
+	other = pmc_mirror_other_copy(pc, h, at, len);
+	if (!other || copy(ctx, other))
+		return -EIO;
+	if (count)
+		pmc_count_mirror_read(pc, slot);
+	return 0;
+}
 
 /* pfnio.c: everything that needs the pfn I/O core patches */
 bool pmc_pfn_io_available(void);
@@ -385,7 +428,6 @@ int pmc_mirror_refuse_half(struct pmemcache *pc, char **error);
 int pmc_mirror_start(struct pmemcache *pc, const struct pmc_origin_id *oid);
 bool pmc_mirror_lose(struct pmemcache *pc);
 void pmc_mirror_heal_init(struct pmemcache *pc);
-void pmc_mirror_heal_later(struct pmemcache *pc, u32 slot);
 
 /* recovery.c */
 int pmc_load_check(struct pmemcache *pc, char **error);
