@@ -21,7 +21,9 @@
 #
 # Prints PROGRESS lines, "MB key=value" lines (sys=, r= select the run),
 # "MEM at=WHEN ..." lines (/proc/meminfo, kB) and one
-# "FIOJSON SYS JOB ROUND {json}" line per timed fio run.
+# "FIOJSON SYS JOB ROUND {json}" line per timed fio run, and "HOSTMARK
+# run0-SYS-JOB-rROUND" / "run1-..." around each, at which the host reads
+# the QEMU process's CPU time (tests/bench/hostcpu.py).
 set +e
 dmesg -n 1
 insmod /lib/modules/extra/dm-pmemcache.ko || die "insmod dm-pmemcache"
@@ -70,7 +72,8 @@ args() {
 for p in pmem0 pmem1; do
 	echo "PROGRESS write all of /dev/$p once"
 	t0=$(now)
-	dd if=/dev/zero of=/dev/$p bs=1M oflag=direct 2>/dev/null
+	dd if=/dev/zero of=/dev/$p bs=1M count=$(($(blockdev --getsize64 /dev/$p) / 1048576)) \
+		oflag=direct 2>/dev/null || die "write all of /dev/$p"
 	echo "MB touch_$p=$(since $t0)"
 done
 
@@ -82,11 +85,13 @@ fio_run() {	# fio_run SYS JOB ROUND FIO-ARGS...
 	set -- $(cpu_ticks) "$@"
 	b0=$1 a0=$2
 	shift 2
+	echo "HOSTMARK run0-$s-$job-r$rr"
 	fio --name=$job --filename=/dev/mapper/pc --direct=1 --rw=randwrite --bs=4k \
 		--size=${WS_MB}m --offset=0 --time_based --runtime=$RT \
 		--percentile_list=50:99:99.9 --output-format=json --output=/tmp/fio.json \
 		"$@" > /tmp/fio.err 2>&1
 	rc=$?
+	echo "HOSTMARK run1-$s-$job-r$rr"
 	[ $rc = 0 ] || echo "PROGRESS $s $job fio rc $rc: $(head -c 300 /tmp/fio.err | tr '\n' ' ')"
 	set -- $(cpu_ticks)
 	echo "MB sys=$s r=$rr job=$job fio_rc=$rc busy_ticks=$(($1 - b0)) total_ticks=$(($2 - a0)) $(counters)"
@@ -125,7 +130,8 @@ done
 # ---- part 2: resync of a full single-device cache to a blank half ----
 blank_pmem1() {	# every byte: a half left from before would make the copy skip equal records
 	t0=$(now)
-	dd if=/dev/zero of=/dev/pmem1 bs=1M oflag=direct 2>/dev/null || die "blank pmem1"
+	dd if=/dev/zero of=/dev/pmem1 bs=1M count=$((P1 / 1048576)) oflag=direct 2>/dev/null ||
+		die "blank pmem1"
 	echo "MB sys=resync r=$1 $2=$(since $t0)"
 }
 raw_copy() {	# raw_copy ROUND BYTES: dd of BYTES from pmem0 to pmem1, O_DIRECT

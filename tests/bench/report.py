@@ -435,7 +435,7 @@ def issue31(add):
         "bench-mirror`, %s, commit %s, %s): mirrored (`mirror /dev/pmem1`) against "
         "single-device dm-pmemcache in one boot with two NVDIMMs of %s MiB, %s alternating "
         "rounds%s, writeback off. Mirrored / single: QD1 write+fsync p50 %s%s (goal ≤ 1.3), "
-        "QD32x4 IOPS %s%s (≥ 0.7); DRAM %s B per cached block mirrored, %s B more than single "
+        "QD32x4 IOPS %s%s (≥ 0.7); DRAM per cached block %s B mirrored, %s B single "
         "(≤ 16, unchanged); resync of a full cache to a blank half %s the speed of a raw dd copy "
         "of the same bytes%s (≥ 0.8); `data_crc` not built yet. Emulated pmem (TCG): ratios "
         "of the emulated machine.\n" % (
@@ -445,7 +445,8 @@ def issue31(add):
             x(d.get("qd1_cycle_p50")), lo_hi("qd1_cycle_p50"), x(d.get("qd32_iops")),
             lo_hi("qd32_iops"),
             x(m.get("systems", {}).get("mirror", {}).get("memfree_b_per_block"), 1, ""),
-            x(d.get("ram_memfree_b_per_block_diff"), 1, ""), x(d.get("resync_ratio")),
+            x(m.get("systems", {}).get("single", {}).get("memfree_b_per_block"), 1, ""),
+            x(d.get("resync_ratio")),
             lo_hi("resync_ratio")))
 
 

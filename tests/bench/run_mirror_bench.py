@@ -49,7 +49,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 from vm import VM, KCACHE, KERNEL_REPORTS  # noqa: E402
 from run_bench import commit, host_info, run_guest  # noqa: E402
-from hostcpu import host_load  # noqa: E402
+from hostcpu import host_load, span  # noqa: E402
 
 REPO = HERE.parent.parent
 OUT = REPO / "docs/bench"
@@ -58,7 +58,7 @@ RT = int(os.environ.get("BENCH_MIRROR_RT", "5" if QUICK else "20"))
 REPEATS = int(os.environ.get("BENCH_MIRROR_REPEATS", "3"))
 RESYNC_REPEATS = int(os.environ.get("BENCH_MIRROR_RESYNC_REPEATS", "3"))
 WS_MB = int(os.environ.get("BENCH_MIRROR_WS_MB", "64" if QUICK else "256"))
-PMEM_MB = int(os.environ.get("BENCH_MIRROR_PMEM_MB", "256" if QUICK else "1024"))
+PMEM_MB = int(os.environ.get("BENCH_MIRROR_PMEM_MB", "256" if QUICK else "2048"))
 DD4K = int(os.environ.get("BENCH_MIRROR_DD4K", "1"))
 MEMORY_MB = 2048
 SYSTEMS = ["single", "mirror"]
@@ -68,8 +68,37 @@ JOBS = ["qd1_fsync", "qd32_4jobs"]
 GOALS = {"qd1_p50": 1.3, "qd32_iops": 0.7, "ram_b_per_block": 16.0, "resync": 0.8}
 
 
-def boot():
-    state = Path(tempfile.mkdtemp(prefix="mirrorbench.", dir=KCACHE))
+def state_parent():
+    """/dev/shm when it has room for both NVDIMMs (and 1 GiB more): a
+    share=on file on a disk file system gets its dirty pages written back
+    by the host, and a guest store to a page under writeback waits for a
+    write fault, which lands on whichever system runs; tmpfs never writes
+    back.  BENCH_MIRROR_STATE_DIR overrides, else $KCACHE."""
+    want = os.environ.get("BENCH_MIRROR_STATE_DIR")
+    if want:
+        return Path(want)
+    try:
+        st = os.statvfs("/dev/shm")
+        if st.f_bavail * st.f_frsize >= (2 * PMEM_MB + 1024) << 20:
+            return Path("/dev/shm")
+    except OSError:
+        pass
+    return KCACHE
+
+
+def fs_type(path):
+    """The file system type of PATH (from /proc/mounts: longest mount point)."""
+    best, kind = "", "?"
+    for l in Path("/proc/mounts").read_text().splitlines():
+        dev, mnt, typ = l.split()[:3]
+        if str(path).startswith(mnt) and len(mnt) > len(best):
+            best, kind = mnt, typ
+    return kind
+
+
+def boot(marks):
+    parent = state_parent()
+    state = Path(tempfile.mkdtemp(prefix="mirrorbench.", dir=parent))
     vm = VM("mirrorbench", state)
     script = "RT=%d\nWS_MB=%d\nREPEATS=%d\nRESYNC_REPEATS=%d\nDD4K=%d\n" % (
         RT, WS_MB, REPEATS, RESYNC_REPEATS, DD4K)
@@ -80,12 +109,12 @@ def boot():
     cmd = vm.command(script, timeout=budget, disks=2, disk_size=PMEM_MB + 512,
                      pmem_size=PMEM_MB, pmem2_size=PMEM_MB, memory=MEMORY_MB, log=log)
     try:
-        rc, output, console = run_guest(cmd, log, "mirror: ")
+        rc, output, console = run_guest(cmd, log, "mirror: ", marks)
     finally:
         subprocess.run(["rm", "-rf", str(state)])
     if rc != 0:
         print("  mirror: guest exited %d (log %s)" % (rc, log), flush=True)
-    return rc, output, console
+    return rc, output, console, "%s (%s)" % (parent, fs_type(parent))
 
 
 def parse(output):
@@ -178,11 +207,12 @@ def mem_delta(mem, before, after):
     return {k: (b[k] - a[k] if k == "MemFree" else a[k] - b[k]) for k in b if k in a}
 
 
-def summarize(rc, output, console, t0, load0, date):
+def summarize(rc, output, console, t0, load0, date, marks=None, state="?"):
     guest, setup, resync, mem, fio, log = parse(output)
     res = {"settings": {"quick": QUICK, "rt": RT, "repeats": REPEATS,
                         "resync_repeats": RESYNC_REPEATS, "ws_mb": WS_MB, "pmem_mb": PMEM_MB,
-                        "memory_mib": MEMORY_MB, "disk_mb": PMEM_MB + 512, "dd4k": DD4K},
+                        "memory_mib": MEMORY_MB, "disk_mb": PMEM_MB + 512, "dd4k": DD4K,
+                        "state": state},
            "boot": {"date": date, "commit": commit(), "host": host_info(), "rc": rc,
                     "minutes": (time.time() - t0) / 60, "start": load0, "end": host_load(),
                     "done": guest.get("done") == "1",
@@ -195,6 +225,9 @@ def summarize(rc, output, console, t0, load0, date):
         f = fio_figures(j)
         st = setup.get("%s-%s" % (s, r), {})
         f.update({k[len(job) + 1:]: v for k, v in st.items() if k.startswith(job + "_")})
+        cpu, wall = span(marks or {}, "run0-" + key, "run1-" + key)
+        if cpu is not None and wall:
+            f["qemu_cpu_per_s"] = cpu / wall
         runs[key] = f
         (OUT / ("mirror-%s.json" % key)).write_text(json.dumps(
             {k: v for k, v in j.items() if k != "disk_util"}, indent=1))
@@ -218,7 +251,7 @@ def summarize(rc, output, console, t0, load0, date):
         creates[key] = c
     res["creates"] = creates
     res["systems"] = systems(runs, creates)
-    res["resync"] = resync_rounds(resync)
+    res["resync"] = resync_rounds(resync, num(guest.get("pmem1_bytes")))
     res["derived"] = derive(res)
     return res
 
@@ -251,10 +284,10 @@ def systems(runs, creates):
     return out
 
 
-def resync_rounds(resync):
+def resync_rounds(resync, pmem1_bytes=None):
     """Per round: the copy's time (the first mirrored load less the
     single-device recovery load of the same cache) and speed, the raw
-    copy's, and their ratio."""
+    copy's, and their ratio; and the speed of blanking all of pmem1."""
     out = {}
     for r, v in sorted(resync.items(), key=lambda kv: int(kv[0])):
         x = {k: num(v.get(k)) for k in ("blocks", "live", "copy_bytes", "fill_mb", "fill_s",
@@ -269,9 +302,11 @@ def resync_rounds(resync):
             x["copy_s"] = x["mirror_first_s"] - x["single_load_s"]
         if x["copy_t"] is not None and x["loaded_t"] is not None:
             x["log_s"] = x["loaded_t"] - x["copy_t"]
-        for k in ("copy_s", "log_s", "mirror_first_s", "raw_s", "raw4k_s", "blank_s"):
+        for k in ("copy_s", "log_s", "mirror_first_s", "raw_s", "raw4k_s"):
             if b and x.get(k):
                 x[k.replace("_s", "") + "_mb_s"] = b / 1048576 / x[k]
+        if pmem1_bytes and x.get("blank_s"):
+            x["blank_mb_s"] = pmem1_bytes / 1048576 / x["blank_s"]
         if x.get("raw_s") and x.get("copy_s"):
             x["ratio"] = x["raw_s"] / x["copy_s"]
         if x.get("raw_s") and x.get("log_s"):
@@ -380,7 +415,9 @@ def write_md(res):
         L += ["**A loaded machine:** other QEMU guests were running on the host during this "
               "boot (counts above): the two systems alternated round by round, so both met "
               "the same load on average, but the spread of the repeats is wider than on an "
-              "idle host.", ""]
+              "idle host. The QEMU process's CPU seconds per second of each run (the table of "
+              "each run below; about 2 when both vCPUs had a host CPU all along) show which "
+              "runs the host starved.", ""]
     L += ["Setup: two NVDIMMs of %d MiB (`/dev/pmem0` on %s, `/dev/pmem1` on %s: two NFIT "
           "regions), raw namespaces; the origin is md raid1 over two unthrottled virtio disks of "
           "%d MiB (a fast origin: nothing is written back during the timed runs anyway). Both "
@@ -388,9 +425,11 @@ def write_md(res):
           "the cache is below 100%% dirty). Single-device: `/dev/pmem0`; mirrored: `/dev/pmem0` "
           "with `mirror /dev/pmem1`. Every page of both NVDIMM files was written once before "
           "anything was timed (a first store to a page of the sparse file costs the host a "
-          "page fault). Guest: 2 vCPUs, %d MiB RAM." % (
+          "page fault). The NVDIMM and disk files were in %s (on tmpfs, the host never "
+          "writes the NVDIMM files back, so no guest store waits for a host write fault). "
+          "Guest: 2 vCPUs, %d MiB RAM." % (
               s["pmem_mb"], g.get("region0", "?"), g.get("region1", "?"), s["disk_mb"],
-              s["memory_mib"]), ""]
+              s.get("state", "?"), s["memory_mib"]), ""]
 
     # ---- the headline ----
     L += ["## Against issue 31", "",
@@ -482,11 +521,14 @@ def write_md(res):
     # ---- each run ----
     L += ["", "Each run, in the order of the boot (round by round; single first in odd rounds, "
           "mirrored first in even ones). *guest CPU* is the busy share of both vCPUs "
-          "(/proc/stat) over the run; the counters are the cache's status during the run "
+          "(/proc/stat) over the run; *QEMU CPU s per s* is the QEMU process's utime+stime "
+          "over the run divided by its wall time, read on the host (about 2 when both vCPUs "
+          "ran all along; lower when the host starved the guest); the counters are the "
+          "cache's status during the run "
           "(writeback must be 0: the figure is the cache's own cost).", "",
           "| round | system | job | IOPS | p50 µs | p99 µs | cycle p50 µs | guest CPU | "
-          "write hits | new | around | flushes | written back | health |",
-          "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+          "QEMU CPU s per s | write hits | new | around | flushes | written back | health |",
+          "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
 
     def delta(r, k):
         a, b0 = num(r.get(k)), num(r.get(k + "_before"))
@@ -500,10 +542,11 @@ def write_md(res):
                 if not x:
                     continue
                 busy, tot = num(x.get("busy_ticks")), num(x.get("total_ticks"))
-                L.append("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                L.append("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
                     r, k, job, f(x["iops"], 0), f(x["p50_us"], 1), f(x["p99_us"], 1),
                     f(x.get("cycle_p50_us"), 1),
                     f(100.0 * busy / tot if busy is not None and tot else None, 0, " %"),
+                    f(x.get("qemu_cpu_per_s"), 2),
                     f(delta(x, "write_hits"), 0), f(delta(x, "write_new"), 0),
                     f(delta(x, "write_around"), 0), f(delta(x, "flushes"), 0),
                     f(delta(x, "wb_blocks"), 0), x.get("health", "–")))
@@ -611,8 +654,9 @@ def main():
         old.unlink()
     load0, t0 = host_load(), time.time()
     date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    rc, output, console = boot()
-    res = summarize(rc, output, console, t0, load0, date)
+    marks = {}
+    rc, output, console, state = boot(marks)
+    res = summarize(rc, output, console, t0, load0, date, marks, state)
     (OUT / "mirror.json").write_text(json.dumps(res, indent=1))
     write_md(res)
     d = res["derived"]
