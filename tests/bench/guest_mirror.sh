@@ -23,7 +23,8 @@
 # "MEM at=WHEN ..." lines (/proc/meminfo, kB) and one
 # "FIOJSON SYS JOB ROUND {json}" line per timed fio run, and "HOSTMARK
 # run0-SYS-JOB-rROUND" / "run1-..." around each, at which the host reads
-# the QEMU process's CPU time (tests/bench/hostcpu.py).
+# the QEMU process's CPU time (tests/bench/hostcpu.py); likewise around
+# the timed creates and the raw copy of the resync part.
 set +e
 dmesg -n 1
 insmod /lib/modules/extra/dm-pmemcache.ko || die "insmod dm-pmemcache"
@@ -136,10 +137,12 @@ blank_pmem1() {	# every byte: a half left from before would make the copy skip e
 }
 raw_copy() {	# raw_copy ROUND BYTES: dd of BYTES from pmem0 to pmem1, O_DIRECT
 	echo "PROGRESS resync round $1: raw copy of $2 bytes, pmem0 -> pmem1 (dd, 1 MiB blocks)"
+	echo "HOSTMARK raw0-r$1"
 	t0=$(now)
 	dd if=/dev/pmem0 of=/dev/pmem1 bs=1M count=$2 iflag=direct,count_bytes oflag=direct \
 		2>/dev/null || echo "PROGRESS raw copy failed"
 	echo "MB sys=resync r=$1 raw_s=$(since $t0)"
+	echo "HOSTMARK raw1-r$1"
 	if [ "$DD4K" = 1 ]; then
 		echo "PROGRESS resync round $1: raw copy, 4 KiB blocks"
 		t0=$(now)
@@ -167,9 +170,12 @@ while [ $r -le $RESYNC_REPEATS ]; do
 	LIVE=$((N - $(field 3)))
 	dmsetup remove pc || die "remove (resync round $r)"
 	echo "PROGRESS resync round $r: recovery load of the single-device cache"
+	echo "HOSTMARK load0-r$r"
 	t0=$(now)
 	dm_create pc "$TABLE $(args single)" || die "reload single (resync round $r)"
-	echo "MB sys=resync r=$r single_load_s=$(since $t0) single_load_dirty=$(field 2) single_load_free=$(field 3)"
+	t1=$(since $t0)
+	echo "HOSTMARK load1-r$r"
+	echo "MB sys=resync r=$r single_load_s=$t1 single_load_dirty=$(field 2) single_load_free=$(field 3)"
 	dmsetup remove pc || die "remove (resync round $r)"
 	# what the copy writes to the blank half: the superblock area, a
 	# record and a block of data per live slot (mirror.c, pmc_mirror_copy())
@@ -181,9 +187,12 @@ while [ $r -le $RESYNC_REPEATS ]; do
 		blank_pmem1 $r reblank_s
 	fi
 	echo "PROGRESS resync round $r: first load with mirror /dev/pmem1 (copy to the blank half)"
+	echo "HOSTMARK resync0-r$r"
 	t0=$(now)
 	dm_create pc "$TABLE $(args mirror)" || die "create mirror (resync round $r)"
-	echo "MB sys=resync r=$r mirror_first_s=$(since $t0) copy_t=$(klog_t 'mirror: copying the half on') loaded_t=$(klog_t ': loaded [0-9]* blocks') mirror_dirty=$(field 2) mirror_free=$(field 3) mirror_health=$(health)"
+	t1=$(since $t0)
+	echo "HOSTMARK resync1-r$r"
+	echo "MB sys=resync r=$r mirror_first_s=$t1 copy_t=$(klog_t 'mirror: copying the half on') loaded_t=$(klog_t ': loaded [0-9]* blocks') mirror_dirty=$(field 2) mirror_free=$(field 3) mirror_health=$(health)"
 	dmesg | grep 'mirror: copying the half on' | tail -1 | sed 's/^\[[^]]*\] */MB_LOG /'
 	dmsetup remove pc || die "remove mirror (resync round $r)"
 	echo "PROGRESS resync round $r: the second load of the pair (halves in sync)"
