@@ -175,6 +175,7 @@ PAGES = {
     "docs/bench/route.md": ["tests/bench/run_route_bench.py", "--report"],
     "docs/bench/overload.md": ["tests/bench/run_overload_bench.py", "--report"],
     "docs/bench/scale.md": ["tests/bench/run_scale_bench.py", "--report"],
+    "docs/bench/mirror.md": ["tests/bench/run_mirror_bench.py", "--report"],
     "docs/benchmarks.md": ["tests/bench/report.py"],
     "docs/bench/cpu.md": ["tests/bench/run_cpu_bench.py", "--report"],
 }

@@ -436,9 +436,12 @@ def issue31(add):
         "single-device dm-pmemcache in one boot with two NVDIMMs of %s MiB, %s alternating "
         "rounds%s, writeback off. Mirrored / single: QD1 write+fsync p50 %s%s (goal ≤ 1.3), "
         "QD32x4 IOPS %s%s (≥ 0.7); DRAM per cached block %s B mirrored, %s B single "
-        "(≤ 16, unchanged); resync of a full cache to a blank half %s the speed of a raw dd copy "
-        "of the same bytes%s (≥ 0.8); `data_crc` not built yet. Emulated pmem (TCG): ratios "
-        "of the emulated machine.\n" % (
+        "from the MemFree drop, %s B and %s B from the accounted allocators (≤ 16, unchanged); "
+        "resync of a full cache to a blank half %s the speed of a raw dd copy of the same "
+        "bytes%s (≥ 0.8); `data_crc` not built yet. In host CPU (robust to a host that "
+        "starves the guest): CPU per write, mirrored / single, QD1 %s and QD32x4 %s; resync "
+        "speed / raw copy's per CPU second %s. "
+        "Emulated pmem (TCG): ratios of the emulated machine.\n" % (
             day(b.get("date")), (b.get("commit") or "?"), machine([b]), st.get("pmem_mb", "?"),
             NUMBER.get(st.get("repeats"), st.get("repeats", "?")),
             " (a quick run)" if st.get("quick") else "",
@@ -446,8 +449,10 @@ def issue31(add):
             lo_hi("qd32_iops"),
             x(m.get("systems", {}).get("mirror", {}).get("memfree_b_per_block"), 1, ""),
             x(m.get("systems", {}).get("single", {}).get("memfree_b_per_block"), 1, ""),
-            x(d.get("resync_ratio")),
-            lo_hi("resync_ratio")))
+            x(m.get("systems", {}).get("mirror", {}).get("accounted_b_per_block"), 1, ""),
+            x(m.get("systems", {}).get("single", {}).get("accounted_b_per_block"), 1, ""),
+            x(d.get("resync_ratio")), lo_hi("resync_ratio"), x(d.get("qd1_cpu_per_write")),
+            x(d.get("qd32_cpu_per_write")), x(d.get("resync_ratio_cpu"))))
 
 
 NUMBER = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}
