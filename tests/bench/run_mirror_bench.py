@@ -708,11 +708,12 @@ def main():
         return
     print("== mirror bench: two %d MiB NVDIMMs, %d rounds of %d s runs, %d resync rounds"
           % (PMEM_MB, REPEATS, RT, RESYNC_REPEATS), flush=True)
+    head = commit()         # the checkout as the run starts, before its old files go
     for old in OUT.glob("mirror-*-r*.json"):
         old.unlink()
     load0, t0 = host_load(), time.time()
     date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    marks, head = {}, commit()      # the checkout as the boot starts
+    marks = {}
     rc, output, console, state = boot(marks)
     res = summarize(rc, output, console, t0, load0, date, marks, state, head)
     (OUT / "mirror.json").write_text(json.dumps(res, indent=1))
