@@ -172,12 +172,13 @@ bench-cpu:
 	@KCACHE=$(KCACHE) KBUILD=$(KBUILD) $(PY) tests/bench/run_cpu_bench.py
 
 # The mirrored cache against the single-device one (issue 31): one boot
-# with two NVDIMMs of 1 GiB (two regions), md raid1 over two fast disks,
-# alternating rounds of QD1+fsync latency, QD32x4 IOPS and DRAM per block
-# (writeback off), then resync rounds (a full single-device cache copied to
+# with two NVDIMMs of 2 GiB (two regions; their files on /dev/shm when it
+# has room), md raid1 over two fast disks, four alternating rounds of
+# QD1+fsync latency, QD32x4 IOPS and DRAM per block (writeback off), then
+# three resync rounds (a full single-device cache copied to
 # a blank second half against dd of the same bytes). Writes
 # docs/bench/mirror.json, docs/bench/mirror.md and the raw fio JSON
-# (docs/bench/mirror-*-r*.json). About 10 minutes; BENCH_QUICK=1 about 5.
+# (docs/bench/mirror-*-r*.json). About 10 minutes; BENCH_QUICK=1 about 4.
 # Not part of make bench. Uses the kernel and the guest image that make
 # test built.
 bench-mirror:

@@ -29,8 +29,10 @@ before the resync in odd rounds and after it in even ones.
 Writes docs/bench/mirror.json, docs/bench/mirror-<sys>-<job>-r<R>.json (raw
 fio) and docs/bench/mirror.md, with the date and the commit.
 
-BENCH_QUICK=1: 256 MiB NVDIMMs, 64 MiB working set, 5 s runs, still three
-rounds of each part.  BENCH_MIRROR_RT (s per fio run), BENCH_MIRROR_REPEATS,
+Defaults: two 2 GiB NVDIMMs (their files on /dev/shm when it has room, see
+state_parent()), a 256 MiB working set, four rounds of 20 s runs, three
+resync rounds: about 10 minutes.  BENCH_QUICK=1: 256 MiB NVDIMMs, 64 MiB
+working set, 5 s runs, the same rounds (about 4 minutes).  BENCH_MIRROR_RT (s per fio run), BENCH_MIRROR_REPEATS,
 BENCH_MIRROR_RESYNC_REPEATS, BENCH_MIRROR_WS_MB, BENCH_MIRROR_PMEM_MB (each
 NVDIMM), BENCH_MIRROR_DD4K (0: no 4 KiB dd), BENCH_MIRROR_TIMEOUT (s).
 --report: only regenerate mirror.md from mirror.json.
