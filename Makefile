@@ -28,7 +28,7 @@ PY        := /usr/bin/python3
 PYTEST    := $(PY) -m pytest
 
 .PHONY: all deps kernel module userspace install uninstall image vm test test-long demo \
-	bench bench-cpu bench-check figures clean check-series deb deb-pmemcachectl deb-modules deb-kernel
+	bench bench-cpu bench-mirror bench-check figures clean check-series deb deb-pmemcachectl deb-modules deb-kernel
 
 all: kernel module userspace image
 
@@ -143,7 +143,8 @@ demo: kernel image userspace $(if $(wildcard dm-pmemcache/Kbuild),module)
 # (docs/bench/route.md), sustained overload against dm-writecache and bare md
 # (docs/bench/overload.md) and the scale boots at 1, 16 and 64 GiB of pmem
 # (docs/bench/scale.md; sparse NVDIMM files, deleted after each boot).
-# BENCH_QUICK=1 for short runs. Uses the kernel that make test built
+# The mirrored cache has its own target, make bench-mirror
+# (docs/bench/mirror.md). BENCH_QUICK=1 for short runs. Uses the kernel that make test built
 # (never builds one).
 bench: image
 	@test -f $(BZIMAGE) || { echo "no kernel at $(BZIMAGE): run make kernel (or make test) first"; exit 1; }
@@ -169,6 +170,22 @@ bench-cpu:
 	@test -f $(IMAGE) || { echo "no guest image at $(IMAGE): run make image (or make test) first"; exit 1; }
 	@$(MAKE) -s -C $(KSRC) O=$(KBUILD) CC="ccache gcc" M=$(CURDIR)/dm-pmemcache modules
 	@KCACHE=$(KCACHE) KBUILD=$(KBUILD) $(PY) tests/bench/run_cpu_bench.py
+
+# The mirrored cache against the single-device one (issue 31): one boot
+# with two NVDIMMs of 2 GiB (two regions; their files on /dev/shm when it
+# has room), md raid1 over two fast disks, four alternating rounds of
+# QD1+fsync latency, QD32x4 IOPS and DRAM per block (writeback off), then
+# three resync rounds (a full single-device cache copied to
+# a blank second half against dd of the same bytes). Writes
+# docs/bench/mirror.json, docs/bench/mirror.md and the raw fio JSON
+# (docs/bench/mirror-*-r*.json). About 10 minutes; BENCH_QUICK=1 about 4.
+# Not part of make bench. Uses the kernel and the guest image that make
+# test built.
+bench-mirror:
+	@test -f $(BZIMAGE) || { echo "no kernel at $(BZIMAGE): run make kernel (or make test) first"; exit 1; }
+	@test -f $(IMAGE) || { echo "no guest image at $(IMAGE): run make image (or make test) first"; exit 1; }
+	@$(MAKE) -s -C $(KSRC) O=$(KBUILD) CC="ccache gcc" M=$(CURDIR)/dm-pmemcache modules
+	@KCACHE=$(KCACHE) KBUILD=$(KBUILD) $(PY) tests/bench/run_mirror_bench.py
 
 # docs/reliability.md's figures table from the kept runs, docs/figures/*.json
 # (pytest writes one per run: PMC_FIGURES_OUT=docs/figures/NAME.json, or

@@ -1,6 +1,7 @@
 """Host tests of the bench report (tests/bench/report.py, run_bench.py):
 the figures of docs/benchmarks.md come from these functions, so they are
 checked on made-up guest output with known answers."""
+import json
 import sys
 
 import pytest
@@ -174,6 +175,7 @@ PAGES = {
     "docs/bench/route.md": ["tests/bench/run_route_bench.py", "--report"],
     "docs/bench/overload.md": ["tests/bench/run_overload_bench.py", "--report"],
     "docs/bench/scale.md": ["tests/bench/run_scale_bench.py", "--report"],
+    "docs/bench/mirror.md": ["tests/bench/run_mirror_bench.py", "--report"],
     "docs/benchmarks.md": ["tests/bench/report.py"],
     "docs/bench/cpu.md": ["tests/bench/run_cpu_bench.py", "--report"],
 }
@@ -208,3 +210,59 @@ def test_the_benchmark_pages_regenerate_byte_identical_from_the_kept_json(tmp_pa
                 want.splitlines(True), got.splitlines(True), page, "regenerated"))[:40])
             raise AssertionError("%s differs from what its generator writes from the kept "
                                  "JSON (edit the generator, not the page):\n%s" % (page, diff))
+
+
+def mirror_fio(iops, p50_us, p99_us, sync_p50_us=None, sync_p99_us=None):
+    def lat(p50, p99):
+        return {"mean": p50 * 1000, "percentile": {"50.000000": p50 * 1000,
+                                                  "99.000000": p99 * 1000,
+                                                  "99.900000": p99 * 2000}}
+    job = {"write": {"iops": iops, "total_ios": iops * 10, "clat_ns": lat(p50_us, p99_us)}}
+    if sync_p50_us is not None:
+        job["sync"] = {"total_ios": iops * 10, "lat_ns": lat(sync_p50_us, sync_p99_us)}
+    return json.dumps({"jobs": [job]})
+
+
+def test_mirror_bench_ratios_dram_and_resync_from_guest_lines(tmp_path, monkeypatch):
+    import run_mirror_bench as mb
+    monkeypatch.setattr(mb, "OUT", tmp_path)
+    monkeypatch.setattr(mb, "REPEATS", 2)
+    lines = ["MB region0=region0 region1=region1"]
+    for r in (1, 2):
+        # single: cycle p50 10+5 us; mirrored: 12+6 us in round 1, 13.5+6.5 in round 2
+        for s, (w, sy, iops) in {"single": (10, 5, 1000),
+                                 "mirror": ((12, 6, 800) if r == 1 else (13.5, 6.5, 700))}.items():
+            free = 2_000_000
+            drop = 4096 if s == "single" else 4096 + 64 * (r - 1)   # KiB over 262144 blocks
+            lines += ["MEM at=before_%s-%d MemFree=%d Slab=100 VmallocUsed=1000 Percpu=10" % (s, r, free),
+                      "MB sys=%s r=%d create_s=0.5 blocks=262144 ram_bytes_per_block=14.5" % (s, r),
+                      "MEM at=after_%s-%d MemFree=%d Slab=100 VmallocUsed=5096 Percpu=10" % (s, r, free - drop),
+                      "MB sys=%s r=%d job=qd1_fsync write_hits_before=0 wb_blocks_before=0" % (s, r),
+                      "MB sys=%s r=%d job=qd1_fsync fio_rc=0 write_hits=500 wb_blocks=0" % (s, r),
+                      "FIOJSON %s qd1_fsync %d %s" % (s, r, mirror_fio(100, w, 2 * w, sy, 2 * sy)),
+                      "FIOJSON %s qd32_4jobs %d %s" % (s, r, mirror_fio(iops, 100, 300))]
+    # 1 GiB copied in 2 s (the create less the recovery load), dd took 1.6 s
+    lines += ["MB sys=resync r=1 blocks=262144 live=262000 copy_bytes=1073741824 "
+              "single_load_s=1.0 mirror_first_s=3.0 raw_s=1.6 copy_t=10.0 loaded_t=12.5",
+              "MB done=1"]
+    res = mb.summarize(0, "\n".join(lines), "", 0, {"loadavg": "0 0 0", "qemu_processes": 0},
+                       "2026-12-07 06:00 UTC")
+    d = res["derived"]
+    assert res["runs"]["single-qd1_fsync-r1"]["cycle_p50_us"] == 15
+    assert res["runs"]["single-qd1_fsync-r1"]["write_hits"] == "500"
+    assert d["qd1_cycle_p50_rounds"] == [18 / 15, 20 / 15]
+    assert abs(d["qd1_cycle_p50"] - 19 / 15) < 1e-9            # median of 18 and 20
+    assert d["qd32_iops_rounds"] == [0.8, 0.7] and abs(d["qd32_iops"] - 0.75) < 1e-9
+    assert res["systems"]["single"]["memfree_b_per_block"] == 16.0
+    assert res["systems"]["mirror"]["memfree_b_per_block"] == 16.125
+    assert d["ram_memfree_b_per_block_diff_rounds"] == [0.0, 0.25]
+    assert res["systems"]["mirror"]["accounted_b_per_block"] == 16.0
+    x = res["resync"]["1"]
+    assert x["copy_s"] == 2.0 and x["copy_mb_s"] == 512.0 and x["raw_mb_s"] == 640.0
+    assert x["ratio"] == 0.8 and x["ratio_log"] == 0.64
+    mb.write_md(res)
+    md = (tmp_path / "mirror.md").read_text()
+    assert "| QD32 x 4 jobs 4 KiB random write IOPS | ≥ 0.7x | 0.75x (met) | 0.80x, 0.70x |" in md
+    assert "| QD1 4 KiB random write + fsync, p50 of the cycle" in md and "1.27x (met)" in md
+    assert "| cost of `data_crc` | (to be measured) | not built yet | – |" in md
+    assert "The rounds of the QD1 p50 and the QD32 IOPS straddle the goal" in md

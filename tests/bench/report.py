@@ -333,6 +333,7 @@ def main():
             fmt(per_block, 1), row.get("self", "–")))
     add("")
     issue15(add)
+    issue31(add)
     DOC.write_text("\n".join(md) + "\n")
 
 
@@ -410,6 +411,48 @@ def issue15(add):
                 x(d.get("slope_MemFree_b_per_block"), 1, "")))
     add("")
     print("wrote %s" % DOC)
+
+
+def issue31(add):
+    """A short section on the mirror page, with its ratios against issue 31's goals."""
+    try:
+        m = json.loads((OUT / "mirror.json").read_text())
+    except (OSError, ValueError):
+        return
+    if not (OUT / "mirror.md").exists():
+        return
+    d, st, b = m.get("derived", {}), m.get("settings", {}), m.get("boot", {})
+
+    def x(v, nd=2, unit="x"):
+        return "–" if v is None else ("%%.%df%%s" % nd) % (v, unit)
+
+    def lo_hi(k, nd=2, unit="x"):
+        vals = [v for v in d.get(k + "_rounds") or [] if v is not None]
+        return "" if len(vals) < 2 else " (rounds %s to %s)" % (x(min(vals), nd, unit),
+                                                               x(max(vals), nd, unit))
+    add("## Mirrored cache (issue 31)\n")
+    add("- [bench/mirror.md](bench/mirror.md) (tests/bench/run_mirror_bench.py, `make "
+        "bench-mirror`, %s, commit %s, %s): mirrored (`mirror /dev/pmem1`) against "
+        "single-device dm-pmemcache in one boot with two NVDIMMs of %s MiB, %s alternating "
+        "rounds%s, writeback off. Mirrored / single: QD1 write+fsync p50 %s%s (goal ≤ 1.3), "
+        "QD32x4 IOPS %s%s (≥ 0.7); DRAM per cached block %s B mirrored, %s B single "
+        "from the MemFree drop, %s B and %s B from the accounted allocators (≤ 16, unchanged); "
+        "resync of a full cache to a blank half %s the speed of a raw dd copy of the same "
+        "bytes%s (≥ 0.8); `data_crc` not built yet. In host CPU (robust to a host that "
+        "starves the guest): CPU per write, mirrored / single, QD1 %s and QD32x4 %s; resync "
+        "speed / raw copy's per CPU second %s. "
+        "Emulated pmem (TCG): ratios of the emulated machine.\n" % (
+            day(b.get("date")), (b.get("commit") or "?"), machine([b]), st.get("pmem_mb", "?"),
+            NUMBER.get(st.get("repeats"), st.get("repeats", "?")),
+            " (a quick run)" if st.get("quick") else "",
+            x(d.get("qd1_cycle_p50")), lo_hi("qd1_cycle_p50"), x(d.get("qd32_iops")),
+            lo_hi("qd32_iops"),
+            x(m.get("systems", {}).get("mirror", {}).get("memfree_b_per_block"), 1, ""),
+            x(m.get("systems", {}).get("single", {}).get("memfree_b_per_block"), 1, ""),
+            x(m.get("systems", {}).get("mirror", {}).get("accounted_b_per_block"), 1, ""),
+            x(m.get("systems", {}).get("single", {}).get("accounted_b_per_block"), 1, ""),
+            x(d.get("resync_ratio")), lo_hi("resync_ratio"), x(d.get("qd1_cpu_per_write")),
+            x(d.get("qd32_cpu_per_write")), x(d.get("resync_ratio_cpu"))))
 
 
 NUMBER = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}
