@@ -27,9 +27,6 @@ bool pmc_env_may_have_clean(struct pmemcache *pc);
 /* One evictor at a time (it owns the clock hand). */
 void pmc_env_evict_lock(struct pmemcache *pc);
 void pmc_env_evict_unlock(struct pmemcache *pc);
-/* Slots for the free list, their records durably FREE. */
-void pmc_env_free_slots(struct pmemcache *pc, const u32 *slots,
-			unsigned int n);
 /* A long loop may give the CPU away here. */
 void pmc_env_resched(struct pmemcache *pc);
 

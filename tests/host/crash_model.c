@@ -3,12 +3,15 @@
  * Host crash-consistency model of the dm-pmemcache commit protocol.
  *
  * The module's shared metadata code (pmc_meta.c, pmc_index.c), its
- * writeback policy (pmc_wb.c: look-up and claim, origin flush before
- * CLEAN, CLEAN or stale free, and pmc_index_wb_select()), its I/O policy
- * (pmc_io.c: st->around, eviction and its clock loop, discard) and
- * its write policy (pmc_write.c: new block, overwrite, write-around,
- * write-through T0-T2, the full-cache wait) are compiled here against a
- * model of pmem and of the origin, and run by several simulated CPUs:
+ * writeback policy (pmc_wb.c: look-up and claim, the claimed blocks sent
+ * as runs of whole blocks or alone, claims given back when a write cannot
+ * start, and the completion: one origin flush before CLEAN, a failed
+ * write or flush left dirty, CLEAN or stale free; the selection is
+ * pmc_index_wb_select()), its I/O policy (pmc_io.c: st->around, eviction
+ * and its clock loop, discard) and its write policy (pmc_write.c: new
+ * block, overwrite, write-around, write-through T0-T2, the full-cache
+ * wait) are compiled here against a model of pmem and of the origin, and
+ * run by several simulated CPUs:
  *
  *   - pmem: every store stays volatile until it has been flushed AND a
  *     later fence of the SAME CPU has completed.  Each CPU has its own
@@ -32,17 +35,19 @@
  *     under cache pressure, and write as in cleaner mode; a full cache
  *     waits a few slot frees (full_wait), sometimes none, then writes
  *     around or through the cache; a writeback CPU selects and claims
- *     dirty blocks; an I/O CPU completes origin writes in any order,
- *     flushes the origin and marks blocks CLEAN.  Every decision and its
- *     order are the module's (pmc_write(), pmc_write_through_done(),
- *     pmc_io_evict_clean(), pmc_wb_look(), pmc_wb_claim(), ...), reached
- *     through their pmc_env_*() functions (below): the model has the
- *     locks, the waits, the origin, the bio's data and the oracle, which
- *     notes each write and discard where the module orders it.  Still
- *     the model's: the writeback submit and completion loops around
- *     pmc_wb.c (writeback.c), and a read holds the stripe lock for all
- *     its sectors (io.c reads a partly cached block's origin sectors
- *     after dropping it).
+ *     dirty blocks and sends them (some sends find no memory); an I/O
+ *     CPU completes origin writes in any order and hands them to the
+ *     completion, which flushes the origin and marks blocks CLEAN.
+ *     Every decision and its order are the module's (pmc_write(),
+ *     pmc_write_through_done(), pmc_io_evict_clean(), pmc_wb_claim(),
+ *     pmc_wb_send(), pmc_wb_complete(), ...), reached through their pmc_env_*()
+ *     functions (below): the model has the locks, the waits, the origin,
+ *     the bios' data and the oracle, which notes each write and discard
+ *     where the module orders it.  What is left of writeback.c here is
+ *     its plumbing: a work item that calls selection and pmc_wb_send(),
+ *     and one that hands the completed writes to pmc_wb_complete().
+ *     A read holds the stripe lock for all its sectors (io.c reads a
+ *     partly cached block's origin sectors after dropping it).
  *
  * At every fence of any CPU and at sampled stores, crash images are built
  * from the durable state plus a choice of the pending stores of all CPUs
@@ -146,6 +151,7 @@ static u64 n_states, n_violations, n_format_states, n_nested, n_restarts;
 static u64 n_snapshots, n_bad_states, n_media_errors, n_switches;
 static u64 n_wb_done, n_evicted, n_acked_writes, n_failed_writes;
 static u64 n_around, n_through, n_full, n_origin_failed;
+static u64 n_wb_merged, n_wb_nomem, n_wb_failed;
 static int report_left = 5;
 
 /* ------------------------------------------------------------------ */
@@ -571,19 +577,21 @@ static u32 *org_vis;		/* what a read returns */
 static struct owrite *org_pend;	/* completed, not flushed yet */
 static u32 n_org_pend, cap_org_pend;
 
+/* Blocks of one origin write of writeback, at most (BIO_MAX_VECS). */
+#define WB_RUN		4
+
+/* An origin write: writeback's (pmc_wb.c), or one of ours with FUA. */
 struct wbio {
-	u32 slot;
-	u64 oblock;
-	u32 mask;
-	u32 ids[SPB];
-	int ok;
+	struct pmc_wb_write w;	/* w.blk = blk, w.n blocks */
+	struct pmc_wb_block blk[WB_RUN];
+	u32 ids[WB_RUN][SPB];	/* what each sector of each block carries */
 	u64 due;		/* scheduler step from which it may complete */
 	int *fua_done;		/* a write of ours (FUA): 1 done, -1 failed */
 };
 
-static struct wbio *dev_infl;	/* submitted to the origin */
+static struct wbio **dev_infl;	/* submitted to the origin */
 static u32 n_dev_infl, cap_dev_infl;
-static struct wbio *dev_done;	/* completed, waiting for the endio work */
+static struct wbio **dev_done;	/* completed, waiting for the endio work */
 static u32 n_dev_done, cap_dev_done;
 
 static u64 sched_step;
@@ -597,35 +605,49 @@ static u64 origin_latency(void)
 	return rndn(8) ? 1 + rndn(40) : 1 + rndn(1500);
 }
 
-static void wbio_push(struct wbio **v, u32 *n, u32 *cap, const struct wbio *w)
+static struct wbio *wbio_new(void)
+{
+	struct wbio *w = calloc(1, sizeof(*w));
+
+	assert(w);
+	w->w.blk = w->blk;
+	return w;
+}
+
+static void wbio_push(struct wbio ***v, u32 *n, u32 *cap, struct wbio *w)
 {
 	if (*n == *cap) {
 		*cap = *cap ? *cap * 2 : 16;
 		*v = realloc(*v, *cap * sizeof(**v));
+		assert(*v);
 	}
-	(*v)[(*n)++] = *w;
+	(*v)[(*n)++] = w;
 }
 
-static void origin_write_completes(const struct wbio *w)
+/* The origin's cache takes the write (@ok), or some of its sectors. */
+static void origin_write_completes(const struct wbio *w, int ok)
 {
-	u32 i;
+	u32 b, i;
 
-	for (i = 0; i < SPB; i++) {
-		u32 s = (u32)w->oblock * SPB + i;
+	for (b = 0; b < w->w.n; b++) {
+		for (i = 0; i < SPB; i++) {
+			u32 s = (u32)w->blk[b].oblock * SPB + i;
 
-		if (!(w->mask & (1U << i)))
-			continue;
-		/* A failed write may still have written some sectors. */
-		if (!w->ok && rndn(2))
-			continue;
-		org_vis[s] = w->ids[i];
-		if (n_org_pend == cap_org_pend) {
-			cap_org_pend = cap_org_pend ? cap_org_pend * 2 : 64;
-			org_pend = realloc(org_pend, cap_org_pend * sizeof(*org_pend));
+			if (!(w->blk[b].mask & (1U << i)))
+				continue;
+			/* A failed write may still have written some sectors. */
+			if (!ok && rndn(2))
+				continue;
+			org_vis[s] = w->ids[b][i];
+			if (n_org_pend == cap_org_pend) {
+				cap_org_pend = cap_org_pend ? cap_org_pend * 2 : 64;
+				org_pend = realloc(org_pend,
+						   cap_org_pend * sizeof(*org_pend));
+			}
+			org_pend[n_org_pend].s = s;
+			org_pend[n_org_pend].id = w->ids[b][i];
+			n_org_pend++;
 		}
-		org_pend[n_org_pend].s = s;
-		org_pend[n_org_pend].id = w->ids[i];
-		n_org_pend++;
 	}
 }
 
@@ -650,20 +672,22 @@ static int origin_flush(void)
 /* What the platter may hold after a power cut now. */
 static void origin_image(u32 *img)
 {
-	u32 i, k;
+	u32 i, k, b;
 
 	memcpy(img, org_dur, nsec * sizeof(u32));
 	for (i = 0; i < n_org_pend; i++)
 		if (rndn(2))
 			img[org_pend[i].s] = org_pend[i].id;
 	for (k = 0; k < n_dev_infl; k++) {
-		const struct wbio *w = &dev_infl[k];
+		const struct wbio *w = dev_infl[k];
 
 		if (rndn(3))
 			continue;
-		for (i = 0; i < SPB; i++)
-			if ((w->mask & (1U << i)) && rndn(2))
-				img[w->oblock * SPB + i] = w->ids[i];
+		for (b = 0; b < w->w.n; b++)
+			for (i = 0; i < SPB; i++)
+				if ((w->blk[b].mask & (1U << i)) && rndn(2))
+					img[w->blk[b].oblock * SPB + i] =
+						w->ids[b][i];
 	}
 }
 
@@ -1080,16 +1104,16 @@ static int flag_set(void *arg)
  */
 static int origin_write_wait(u64 ob, u32 mask, const u32 *ids)
 {
-	struct wbio w;
+	struct wbio *w = wbio_new();
 	int done = 0;
 
-	memset(&w, 0, sizeof(w));
-	w.oblock = ob;
-	w.mask = mask;
-	memcpy(w.ids, ids, sizeof(w.ids));
-	w.due = sched_step + origin_latency();
-	w.fua_done = &done;
-	wbio_push(&dev_infl, &n_dev_infl, &cap_dev_infl, &w);
+	w->w.n = 1;
+	w->blk[0].oblock = ob;
+	w->blk[0].mask = mask;
+	memcpy(w->ids[0], ids, sizeof(w->ids[0]));
+	w->due = sched_step + origin_latency();
+	w->fua_done = &done;
+	wbio_push(&dev_infl, &n_dev_infl, &cap_dev_infl, w);
 	wait_until(flag_set, &done);
 	return done > 0 ? 0 : -EIO;
 }
@@ -1276,46 +1300,21 @@ static bool wb_claim(void *ctx, const struct pmc_wb_cand *c, unsigned int sel)
 static const struct pmc_wb_ops wb_ops = { .look = wb_look, .claim = wb_claim };
 
 /*
- * writeback.c pmc_wb_pass(): the module's selection (pmc_index.c) and
- * claim (pmc_wb.c) pick the blocks; the model's origin gets their data.
+ * writeback.c pmc_wb_pass(): the module's selection (pmc_index.c), claim
+ * and send (pmc_wb.c) pick the blocks and group them into origin writes
+ * (pmc_env_wb_submit(), below).  Returns the blocks sent.
  */
 static int wb_pass(u32 want)
 {
 	struct pmc_wb_cand c[16];
 	unsigned int whole = 0;
-	u32 n, i, k;
+	u32 n;
 
 	if (n_dev_infl + n_dev_done >= WB_JOBS)
 		return 0;
 	n = pmc_index_wb_select(&E.idx, c, want, ARRAY_SIZE(c),
 				PMC_SEL_PARTIAL, &wb_ops, NULL, &whole);
-	for (i = 0; i < n; i++) {
-		struct wbio w;
-
-		trace("writeback slot %u block %llu", c[i].slot,
-		      (unsigned long long)pmc_slot_oblock(c[i].v));
-		/* pmc_wb_submit(): the origin write carries pmem's data. */
-		memset(&w, 0, sizeof(w));
-		w.slot = c[i].slot;
-		w.oblock = pmc_slot_oblock(c[i].v);
-		w.mask = pmc_slot_mask(c[i].v);
-		for (k = 0; k < SPB; k++) {
-			long id;
-
-			if (!(w.mask & (1U << k)))
-				continue;
-			id = decode_sector(pmc_meta_data(&E.m, w.slot) +
-					   k * PMC_SECTOR_SIZE,
-					   (u32)w.oblock * SPB + k);
-			if (id < 0)
-				violation("writeback of garbage",
-					  (u32)w.oblock * SPB + k, id, "no crash");
-			w.ids[k] = id < 0 ? BAD_ID : (u32)id;
-		}
-		w.due = sched_step + origin_latency();
-		wbio_push(&dev_infl, &n_dev_infl, &cap_dev_infl, &w);
-	}
-	return (int)n;
+	return (int)pmc_wb_send(&E, &E.m, &E.idx, c, n, WB_RUN);
 }
 
 /*
@@ -1327,12 +1326,12 @@ static int wb_pass(u32 want)
 static void device_complete_one(int force)
 {
 	u32 k, n = 0, pick = 0, best = ~0U;
-	struct wbio w;
+	struct wbio *w;
 
 	for (k = 0; k < n_dev_infl; k++) {
-		if (best == ~0U || dev_infl[k].due < dev_infl[best].due)
+		if (best == ~0U || dev_infl[k]->due < dev_infl[best]->due)
 			best = k;
-		if (dev_infl[k].due <= sched_step && rndn(++n) == 0)
+		if (dev_infl[k]->due <= sched_step && rndn(++n) == 0)
 			pick = k;
 	}
 	if ((!n && !force) || best == ~0U)
@@ -1340,50 +1339,50 @@ static void device_complete_one(int force)
 	k = n ? pick : best;
 	w = dev_infl[k];
 	dev_infl[k] = dev_infl[--n_dev_infl];
-	if (w.fua_done) {
+	if (w->fua_done) {
 		if (scripted || rndn(16)) {
-			origin_write_fua(w.oblock, w.mask, w.ids);
-			*w.fua_done = 1;
+			origin_write_fua(w->blk[0].oblock, w->blk[0].mask,
+					 w->ids[0]);
+			*w->fua_done = 1;
 		} else {
-			origin_write_completes(&w);	/* w.ok = 0 */
-			*w.fua_done = -1;
+			origin_write_completes(w, 0);
+			*w->fua_done = -1;
 		}
+		free(w);
 		return;
 	}
-	w.ok = scripted || rndn(12) != 0;
-	origin_write_completes(&w);
-	wbio_push(&dev_done, &n_dev_done, &cap_dev_done, &w);
+	/* pmc_wb_endio(): the bio's status */
+	w->w.err = scripted || rndn(12) ? 0 : -EIO;
+	origin_write_completes(w, !w->w.err);
+	wbio_push(&dev_done, &n_dev_done, &cap_dev_done, w);
 }
 
 /*
  * writeback.c pmc_wb_endio_work(): the completed origin writes go to the
- * module's policy (pmc_wb.c): one origin flush, then CLEAN.
+ * module's policy (pmc_wb_complete(): one origin flush, then CLEAN).
  */
 static void wb_endio_work(void)
 {
-	struct wbio *list = dev_done;
-	u32 n = n_dev_done, i, freed[64], nf = 0, f;
-	bool any = false;
-	int r;
+	struct wbio **list = dev_done;
+	u32 n = n_dev_done, i, b;
 
 	dev_done = NULL;
 	n_dev_done = 0;
 	cap_dev_done = 0;
 	for (i = 0; i < n; i++)
-		any |= list[i].ok;
-	r = pmc_wb_flush_before_clean(&E, any);
+		list[i]->w.next = i + 1 < n ? &list[i + 1]->w : NULL;
+	pmc_wb_complete(&E, &E.m, &E.idx, n ? &list[0]->w : NULL);
 	for (i = 0; i < n; i++) {
-		bool ok = list[i].ok && !r;
-
-		f = pmc_wb_block_done(&E, &E.m, &E.idx, list[i].oblock,
-				      list[i].slot, ok);
-		trace("wb_done slot %u block %llu ok %d freed %d", list[i].slot,
-		      (unsigned long long)list[i].oblock, ok, (int)f);
-		if (f != PMC_NO_SLOT)
-			freed[nf++] = f;
-		n_wb_done += ok;
+		for (b = 0; b < list[i]->w.n; b++)
+			trace("wb_done slot %u block %llu end %d",
+			      list[i]->blk[b].slot,
+			      (unsigned long long)list[i]->blk[b].oblock,
+			      list[i]->w.end);
+		if (list[i]->w.end == PMC_WB_CLEAN)
+			n_wb_done += list[i]->w.n;
+		n_wb_failed += list[i]->w.end == PMC_WB_FAILED;
+		free(list[i]);
 	}
-	free_slots(freed, nf);
 	E.free_gen++;
 	E.wb_done++;
 	free(list);
@@ -1430,6 +1429,58 @@ void pmc_env_dirty_dec(struct pmemcache *pc, u64 v)
 
 void pmc_env_wb_quarantined(struct pmemcache *pc, u32 slot, u64 v)
 {
+}
+
+/* No badblocks list here: now and then a block goes alone as if. */
+bool pmc_env_wb_poisoned(struct pmemcache *pc, u32 slot)
+{
+	return !scripted && rndn(64) == 0;
+}
+
+/*
+ * writeback.c pmc_wb_submit(): one origin write carries pmem's data of
+ * the claimed blocks; now and then no memory for it.
+ */
+bool pmc_env_wb_submit(struct pmemcache *pc, const struct pmc_wb_cand *c,
+		       unsigned int n)
+{
+	struct wbio *w;
+	u32 b, k;
+
+	if (!scripted && rndn(50) == 0) {
+		n_wb_nomem++;
+		return false;
+	}
+	assert(n <= WB_RUN);
+	n_wb_merged += n > 1;
+	w = wbio_new();
+	w->w.n = n;
+	for (b = 0; b < n; b++) {
+		struct pmc_wb_block *blk = &w->blk[b];
+
+		blk->slot = c[b].slot;
+		blk->oblock = pmc_slot_oblock(c[b].v);
+		blk->mask = pmc_slot_mask(c[b].v);
+		trace("writeback slot %u block %llu (%u of %u)", blk->slot,
+		      (unsigned long long)blk->oblock, b + 1, n);
+		for (k = 0; k < SPB; k++) {
+			long id;
+
+			if (!(blk->mask & (1U << k)))
+				continue;
+			id = decode_sector(pmc_meta_data(&E.m, blk->slot) +
+					   k * PMC_SECTOR_SIZE,
+					   (u32)blk->oblock * SPB + k);
+			if (id < 0)
+				violation("writeback of garbage",
+					  (u32)blk->oblock * SPB + k, id,
+					  "no crash");
+			w->ids[b][k] = id < 0 ? BAD_ID : (u32)id;
+		}
+	}
+	w->due = sched_step + origin_latency();
+	wbio_push(&dev_infl, &n_dev_infl, &cap_dev_infl, w);
+	return true;
 }
 
 bool pmc_env_stripe_trylock(struct pmemcache *pc, u64 oblock)
@@ -1653,7 +1704,7 @@ static u32 target_block(void)
 	if (n_dup_blocks && rndn(2))
 		return dup_blocks[rndn(n_dup_blocks)];
 	if (n_dev_infl && rndn(2))
-		return (u32)dev_infl[rndn(n_dev_infl)].oblock;
+		return (u32)dev_infl[rndn(n_dev_infl)]->blk[0].oblock;
 	return rndn(6);
 }
 
@@ -2144,9 +2195,11 @@ static void load_engine(void)
 	E.free_lock.readers = 0;
 	E.evict_lock.owner = -1;
 	E.evict_lock.readers = 0;
-	n_dev_infl = 0;
+	while (n_dev_infl)
+		free(dev_infl[--n_dev_infl]);
 	memset(through_busy, 0, sizeof(through_busy));
-	n_dev_done = 0;
+	while (n_dev_done)
+		free(dev_done[--n_dev_done]);
 	n_org_pend = 0;
 }
 
@@ -2742,6 +2795,9 @@ int main(int argc, char **argv)
 	printf("arounds=%llu throughs=%llu full_cache=%llu origin_write_failures=%llu\n",
 	       (unsigned long long)n_around, (unsigned long long)n_through,
 	       (unsigned long long)n_full, (unsigned long long)n_origin_failed);
+	printf("wb_merged_writes=%llu wb_unsent=%llu wb_failed_writes=%llu\n",
+	       (unsigned long long)n_wb_merged, (unsigned long long)n_wb_nomem,
+	       (unsigned long long)n_wb_failed);
 	printf("crash_states=%llu format_states=%llu bad_states=%llu violations=%llu\n",
 	       (unsigned long long)n_states,
 	       (unsigned long long)n_format_states,
