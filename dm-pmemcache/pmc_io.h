@@ -72,6 +72,19 @@ unsigned int pmc_io_evict_clean(struct pmemcache *pc, struct pmc_meta *m,
 u32 pmc_io_drop(struct pmemcache *pc, struct pmc_meta *m,
 		struct pmc_index *idx, u64 oblock);
 
+/* Copy sectors @have of the cached copy in slot @slot out: 0 or -EIO. */
+typedef int (*pmc_copy_fn)(void *ctx, u32 slot, u32 have);
+
+/*
+ * A read of sectors @need of block @oblock.  Under its stripe lock (read),
+ * those of them the cache holds are copied out (@copy, its result in
+ * *@err), and the copy counts as a hit for eviction.  Returns the sectors
+ * copied, 0 if none is cached.  The caller reads the others from the
+ * origin once the lock is dropped: nothing pins the copy meanwhile.
+ */
+u32 pmc_io_read(struct pmemcache *pc, struct pmc_index *idx, u64 oblock,
+		u32 need, pmc_copy_fn copy, void *ctx, int *err);
+
 /*
  * A discard of blocks [@first, @last): drop their cached copies, each
  * durably FREE before its stripe lock is dropped (pmc_io_drop()), and

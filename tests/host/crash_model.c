@@ -8,10 +8,10 @@
  * start, and the completion: one origin flush before CLEAN, a failed
  * write or flush left dirty, CLEAN or stale free; the selection is
  * pmc_index_wb_select()), its I/O policy (pmc_io.c: st->around, eviction
- * and its clock loop, discard) and its write policy (pmc_write.c: new
- * block, overwrite, write-around, write-through T0-T2, the full-cache
- * wait) are compiled here against a model of pmem and of the origin, and
- * run by several simulated CPUs:
+ * and its clock loop, discard, what a read takes from the cache) and its
+ * write policy (pmc_write.c: new block, overwrite, write-around,
+ * write-through T0-T2, the full-cache wait) are compiled here against a
+ * model of pmem and of the origin, and run by several simulated CPUs:
  *
  *   - pmem: every store stays volatile until it has been flushed AND a
  *     later fence of the SAME CPU has completed.  Each CPU has its own
@@ -38,16 +38,17 @@
  *     dirty blocks and sends them (some sends find no memory); an I/O
  *     CPU completes origin writes in any order and hands them to the
  *     completion, which flushes the origin and marks blocks CLEAN.
- *     Every decision and its order are the module's (pmc_write(),
- *     pmc_write_through_done(), pmc_io_evict_clean(), pmc_wb_claim(),
- *     pmc_wb_send(), pmc_wb_complete(), ...), reached through their pmc_env_*()
+ *     Readers copy a block's cached sectors under the stripe lock and
+ *     read the rest from the origin later, with no lock held and nothing
+ *     pinned, as io.c does.  Every decision and its order are the
+ *     module's (pmc_write(), pmc_write_through_done(),
+ *     pmc_io_evict_clean(), pmc_io_read(), pmc_wb_claim(), pmc_wb_send(),
+ *     pmc_wb_complete(), ...), reached through their pmc_env_*()
  *     functions (below): the model has the locks, the waits, the origin,
  *     the bios' data and the oracle, which notes each write and discard
  *     where the module orders it.  What is left of writeback.c here is
  *     its plumbing: a work item that calls selection and pmc_wb_send(),
  *     and one that hands the completed writes to pmc_wb_complete().
- *     A read holds the stripe lock for all its sectors (io.c reads a
- *     partly cached block's origin sectors after dropping it).
  *
  * At every fence of any CPU and at sampled stores, crash images are built
  * from the durable state plus a choice of the pending stores of all CPUs
@@ -64,6 +65,12 @@
  *   - a CLEAN block's data is the origin's (invariant 5);
  *   - sometimes a crash during recovery, then recovery again.
  *
+ * Without a crash: a read's sectors copied under the stripe lock are the
+ * newest write; one read from the origin after the lock was dropped is
+ * what a read could return when it began, the newest write, or one
+ * ordered since; a clean block that may be evicted is on the origin,
+ * durably; st->around never drops below zero.
+ *
  * Now and then one crash image becomes the new state ("restart"): it is
  * recovered on a loader CPU that never fences again (so recovery's own
  * fence is what persists its stores), and all CPUs start over on it.
@@ -74,7 +81,8 @@
  *
  * --break=STEP removes one fence or flush of the protocol on purpose; the
  * checker must then report violations.  tests/host/mutants.py removes
- * each fence and flush of the real pmc_meta.c instead.
+ * each fence and flush of the real shared code instead, and turns each
+ * decision of the policy units wrong.
  *
  * Output (last line): crash_states=N format_states=F bad_states=B violations=V
  */
@@ -151,7 +159,7 @@ static u64 n_states, n_violations, n_format_states, n_nested, n_restarts;
 static u64 n_snapshots, n_bad_states, n_media_errors, n_switches;
 static u64 n_wb_done, n_evicted, n_acked_writes, n_failed_writes;
 static u64 n_around, n_through, n_full, n_origin_failed;
-static u64 n_wb_merged, n_wb_nomem, n_wb_failed;
+static u64 n_wb_merged, n_wb_nomem, n_wb_failed, n_partial_reads;
 static int report_left = 5;
 
 /* ------------------------------------------------------------------ */
@@ -724,6 +732,7 @@ struct evlist {
 
 struct idset {
 	u32 *ids;
+	u64 *t;			/* ev_clock when each id was first ordered */
 	u32 n, cap;
 };
 
@@ -744,7 +753,10 @@ static void ever_add(u32 s, u32 id)
 	if (h->n == h->cap) {
 		h->cap = h->cap ? h->cap * 2 : 8;
 		h->ids = realloc(h->ids, h->cap * sizeof(u32));
+		h->t = realloc(h->t, h->cap * sizeof(u64));
+		assert(h->ids && h->t);
 	}
+	h->t[h->n] = ev_clock;
 	h->ids[h->n++] = id;
 }
 
@@ -756,7 +768,9 @@ static void ever_del(u32 s, u32 id)
 
 	for (i = h->n; i-- > 0;) {
 		if (h->ids[i] == id) {
-			h->ids[i] = h->ids[--h->n];
+			h->n--;
+			h->ids[i] = h->ids[h->n];
+			h->t[i] = h->t[h->n];
 			return;
 		}
 	}
@@ -768,6 +782,17 @@ static int ever_has(u32 s, u32 id)
 
 	for (i = 0; i < ever[s].n; i++)
 		if (ever[s].ids[i] == id)
+			return 1;
+	return 0;
+}
+
+/* Was @id first ordered into sector @s after ev_clock @t0? */
+static int ever_since(u32 s, u32 id, u64 t0)
+{
+	u32 i;
+
+	for (i = 0; i < ever[s].n; i++)
+		if (ever[s].ids[i] == id && ever[s].t[i] > t0)
 			return 1;
 	return 0;
 }
@@ -850,28 +875,41 @@ static int acceptable(u32 s, u32 got)
 	return disc && ever_has(s, got);
 }
 
-/* What a read under the stripe lock must return. */
-static int acceptable_now(u32 s, u32 got)
+/* What a read under the stripe lock must return, by the entries @l. */
+static int acceptable_in(const struct evlist *l, u32 s, u32 got)
 {
-	struct evlist *l = &evs[s];
+	const struct ev *e;
+	u64 newer = 0;		/* latest issue of the entries after */
+	int cached = 0;		/* one of them is a write into the cache */
 	u32 i;
 
 	for (i = l->n; i-- > 0;) {
-		if (l->ev[i].st == ST_FAILED)
+		e = &l->ev[i];
+		if (e->st == ST_FAILED)
 			continue;
-		if (l->ev[i].kind == EV_DISCARD)
-			return ever_has(s, got);
-		if (l->ev[i].id == got)
-			return 1;
+		if (e->kind == EV_DISCARD)
+			return !cached && ever_has(s, got);
 		/*
 		 * A write-around not completed yet (the origin may not have
 		 * it), or one that was still in flight when a newer write was
-		 * issued: the origin may hold either.
+		 * issued: the origin may hold either.  Even a newer write into
+		 * the cache: once a write through the cache took its copy
+		 * away, the write-around may have landed after that T1.
 		 */
-		if (!l->ev[i].past)
-			return 0;
+		if (e->id == got)
+			return !cached || (e->past && (e->st == ST_INFLIGHT ||
+						       e->t_done > newer));
+		if (!e->past)
+			cached = 1;
+		if (e->t_add > newer)
+			newer = e->t_add;
 	}
 	return 0;
+}
+
+static int acceptable_now(u32 s, u32 got)
+{
+	return acceptable_in(&evs[s], s, got);
 }
 
 static void violation(const char *what, u32 s, long got, const char *ctx)
@@ -1260,28 +1298,91 @@ static void op_discard(u32 s0, u32 ns)
 		ev_set(s, did, EV_DISCARD, ST_ACKED);
 }
 
-/* A read under the stripe lock must see the newest write. */
-static void op_read(u32 s)
+/* A read of sectors of one block, as io.c pmc_map_read() runs it. */
+struct read_ctx {
+	u64 oblock;
+	u32 first;		/* its first sector, in the block */
+};
+
+/* io.c pmc_read_copy(), under the stripe lock: it must see the newest. */
+static int read_copy(void *ctx, u32 slot, u32 have)
 {
-	struct mlock *st = stripe_of(s / SPB);
-	u32 slot;
+	struct read_ctx *rc = ctx;
+	u8 buf[PMC_SECTOR_SIZE];
+	u32 k, s;
 	long got;
 
-	lock_r(st);
-	slot = pmc_index_lookup(&E.idx, s / SPB);
-	if (slot != PMC_NO_SLOT)
-		pmc_index_ref(&E.idx, slot);	/* a hit, as in io.c */
-	if (slot != PMC_NO_SLOT &&
-	    (pmc_slot_mask(E.idx.slot[slot]) & (1U << (s % SPB))))
-		got = decode_sector(pmc_meta_data(&E.m, slot) +
-				    (s % SPB) * PMC_SECTOR_SIZE, s);
-	else
-		got = org_vis[s];
-	if (got < 0 || !acceptable_now(s, (u32)got))
-		violation(got < 0 ? "running read: garbage" :
-			  "running read: not the newest write", s, got,
-			  "no crash");
-	unlock_r(st);
+	for (k = 0; k < SPB; k++) {
+		if (!(have & (1U << k)))
+			continue;
+		s = (u32)rc->oblock * SPB + k;
+		/* a copy takes a while: the other CPUs run meanwhile */
+		yield(Y_OP);
+		if (pmc_pmem_read(buf, pmc_meta_data(&E.m, slot) +
+				  k * PMC_SECTOR_SIZE, sizeof(buf)))
+			return -EIO;	/* the read fails: nothing to check */
+		got = decode_sector(buf, s);
+		if (got < 0 || !acceptable_now(s, (u32)got))
+			violation(got < 0 ? "running read: garbage" :
+				  "running read: not the newest write", s, got,
+				  "no crash");
+	}
+	return 0;
+}
+
+static int step_reached(void *arg)
+{
+	return sched_step >= *(u64 *)arg;
+}
+
+/*
+ * A read of @n sectors from @s0, within one block: the module's
+ * pmc_io_read() copies the cached ones under the stripe lock; the others
+ * come from the origin later, with no lock held and nothing pinned, as in
+ * io.c.  Such a sector must hold what a read could return when the read
+ * began (the entries then), the newest write, or a write ordered since.
+ */
+static void op_read(u32 s0, u32 n)
+{
+	struct read_ctx rc = { .oblock = s0 / SPB, .first = s0 % SPB };
+	u32 need = ((1U << n) - 1) << rc.first, have, k, s;
+	struct evlist began[SPB];
+	u64 t0 = ev_clock, due;
+	long got;
+	int r;
+
+	for (k = 0; k < SPB; k++) {
+		struct evlist *l = &evs[(u32)rc.oblock * SPB + k];
+
+		began[k].n = (need & (1U << k)) ? l->n : 0;
+		began[k].cap = began[k].n;
+		began[k].ev = began[k].n ? malloc(l->n * sizeof(*l->ev)) : NULL;
+		if (began[k].n)
+			memcpy(began[k].ev, l->ev, l->n * sizeof(*l->ev));
+	}
+	have = pmc_io_read(&E, &E.idx, rc.oblock, need, read_copy, &rc, &r);
+	trace("read block %llu need %x cached %x: %d",
+	      (unsigned long long)rc.oblock, need, have, r);
+	if (!r && (need & ~have)) {
+		n_partial_reads += have != 0;
+		/* the origin's runs: a little later, while the others go on */
+		due = sched_step + 1 + rndn(20);
+		if (!scripted)
+			wait_until(step_reached, &due);
+		for (k = 0; k < SPB; k++) {
+			if (!((need & ~have) & (1U << k)))
+				continue;
+			s = (u32)rc.oblock * SPB + k;
+			got = org_vis[s];
+			if (!acceptable_in(&began[k], s, (u32)got) &&
+			    !acceptable_now(s, (u32)got) &&
+			    !ever_since(s, (u32)got, t0))
+				violation("running read: not the newest write when it began",
+					  s, got, "no crash");
+		}
+	}
+	for (k = 0; k < SPB; k++)
+		free(began[k].ev);
 }
 
 #define WB_JOBS 8
@@ -1766,10 +1867,13 @@ static void writer_op(void)
 
 		op_write_cleaner(ob * SPB + first, ns);
 	} else {
-		u32 k, n = 1 + rndn(4), s = rndn(nsec);
+		/* within one block, often all of it (a partly cached one) */
+		u32 s = rndn(nsec), n = rndn(2) ? SPB - s % SPB :
+					    1 + rndn(SPB - s % SPB);
 
-		for (k = 0; k < n; k++)
-			op_read((s + k) % nsec);
+		if (rndn(2))
+			s = target_block() * SPB, n = SPB;
+		op_read(s, n);
 	}
 }
 
@@ -2795,9 +2899,10 @@ int main(int argc, char **argv)
 	printf("arounds=%llu throughs=%llu full_cache=%llu origin_write_failures=%llu\n",
 	       (unsigned long long)n_around, (unsigned long long)n_through,
 	       (unsigned long long)n_full, (unsigned long long)n_origin_failed);
-	printf("wb_merged_writes=%llu wb_unsent=%llu wb_failed_writes=%llu\n",
+	printf("wb_merged_writes=%llu wb_unsent=%llu wb_failed_writes=%llu partial_reads=%llu\n",
 	       (unsigned long long)n_wb_merged, (unsigned long long)n_wb_nomem,
-	       (unsigned long long)n_wb_failed);
+	       (unsigned long long)n_wb_failed,
+	       (unsigned long long)n_partial_reads);
 	printf("crash_states=%llu format_states=%llu bad_states=%llu violations=%llu\n",
 	       (unsigned long long)n_states,
 	       (unsigned long long)n_format_states,
