@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * dm-pmemcache I/O policy (pmc_io.c): when a write may go around the
- * cache to the origin, how a clean block is evicted and how a discard
- * drops a cached copy.  Shared by the kernel module (io.c) and the host
- * crash model (tests/host/crash_model.c), like pmc_wb.c, whose pmc_env_*()
- * functions it uses too.
+ * cache to the origin, what a read takes from the cache, how a clean
+ * block is evicted and how a discard drops a cached copy.  Shared by the
+ * kernel module (io.c) and the host crash model
+ * (tests/host/crash_model.c), like pmc_wb.c, whose pmc_env_*() functions
+ * it uses too.
  */
 #ifndef PMC_IO_H
 #define PMC_IO_H
