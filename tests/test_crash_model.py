@@ -68,9 +68,11 @@ def test_every_acknowledged_write_survives_crashes(crash_model, seed):
     assert r["arounds"] > 0 and r["throughs"] > 0 and r["full_cache"] > 0
     assert r["origin_write_failures"] > 0
     # writeback's own paths: merged runs, sends without memory (claims
-    # given back), failed writes or flushes; and partly cached reads
-    assert r["wb_merged_writes"] > 0 and r["wb_unsent"] > 0
-    assert r["wb_failed_writes"] > 0 and r["partial_reads"] > 0
+    # given back), writes not sent after all, failed writes or flushes;
+    # and partly cached reads
+    assert r["wb_merged_writes"] > 0 and r["wb_no_memory"] > 0
+    assert r["wb_unsent"] > 0 and r["wb_failed_writes"] > 0
+    assert r["partial_reads"] > 0
     assert r["violations"] == 0, r["stderr"][-2000:]
     assert r["bad_states"] == 0
     assert r["rc"] == 0

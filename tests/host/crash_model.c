@@ -165,7 +165,7 @@ static u64 n_states, n_violations, n_format_states, n_nested, n_restarts;
 static u64 n_snapshots, n_bad_states, n_media_errors, n_switches;
 static u64 n_wb_done, n_evicted, n_acked_writes, n_failed_writes;
 static u64 n_around, n_through, n_full, n_origin_failed;
-static u64 n_wb_merged, n_wb_nomem, n_wb_failed, n_partial_reads;
+static u64 n_wb_merged, n_wb_nomem, n_wb_unsent, n_wb_failed, n_partial_reads;
 static int report_left = 5;
 
 /* ------------------------------------------------------------------ */
@@ -744,6 +744,7 @@ struct idset {
 
 static struct evlist *evs;	/* per sector */
 static struct idset *ever;	/* per sector: every value it ever held */
+static u64 *disc_t;		/* per sector: ev_clock of its last discard */
 static u32 next_id = 1;
 static u64 ev_clock;
 static u32 next_disc = 1;
@@ -818,6 +819,8 @@ static void ev_add(u32 s, u32 id, int kind)
 	l->ev[l->n].t_add = ++ev_clock;
 	l->ev[l->n].t_done = 0;
 	l->n++;
+	if (kind == EV_DISCARD)
+		disc_t[s] = ev_clock;
 }
 
 static void ev_set(u32 s, u32 id, int kind, int st)
@@ -1346,7 +1349,8 @@ static int step_reached(void *arg)
  * pmc_io_read() copies the cached ones under the stripe lock; the others
  * come from the origin later, with no lock held and nothing pinned, as in
  * io.c.  Such a sector must hold what a read could return when the read
- * began (the entries then), the newest write, or a write ordered since.
+ * began (the entries then), the newest write, or a write ordered since;
+ * after a discard ordered since, any value it once held.
  */
 static void op_read(u32 s0, u32 n)
 {
@@ -1382,7 +1386,8 @@ static void op_read(u32 s0, u32 n)
 			got = org_vis[s];
 			if (!acceptable_in(&began[k], s, (u32)got) &&
 			    !acceptable_now(s, (u32)got) &&
-			    !ever_since(s, (u32)got, t0))
+			    !ever_since(s, (u32)got, t0) &&
+			    !(disc_t[s] > t0 && ever_has(s, (u32)got)))
 				violation("running read: not the newest write when it began",
 					  s, got, "no crash");
 		}
@@ -1545,8 +1550,10 @@ bool pmc_env_wb_poisoned(struct pmemcache *pc, u32 slot)
 }
 
 /*
- * writeback.c pmc_wb_submit(): one origin write carries pmem's data of
- * the claimed blocks; now and then no memory for it.
+ * writeback.c pmc_env_wb_submit(): one origin write carries pmem's data
+ * of the claimed blocks.  Now and then no memory for it (false), or it is
+ * not sent after all (suspended, no bounce page): then it completes at
+ * once, unsent.
  */
 bool pmc_env_wb_submit(struct pmemcache *pc, const struct pmc_wb_cand *c,
 		       unsigned int n)
@@ -1563,13 +1570,22 @@ bool pmc_env_wb_submit(struct pmemcache *pc, const struct pmc_wb_cand *c,
 	w = wbio_new();
 	w->w.n = n;
 	for (b = 0; b < n; b++) {
+		w->blk[b].slot = c[b].slot;
+		w->blk[b].oblock = pmc_slot_oblock(c[b].v);
+		w->blk[b].mask = pmc_slot_mask(c[b].v);
+		trace("writeback slot %u block %llu (%u of %u)", c[b].slot,
+		      (unsigned long long)w->blk[b].oblock, b + 1, n);
+	}
+	if (!scripted && rndn(60) == 0) {
+		w->w.unsent = true;
+		w->w.err = -ENOMEM;
+		n_wb_unsent++;
+		wbio_push(&dev_done, &n_dev_done, &cap_dev_done, w);
+		return true;
+	}
+	for (b = 0; b < n; b++) {
 		struct pmc_wb_block *blk = &w->blk[b];
 
-		blk->slot = c[b].slot;
-		blk->oblock = pmc_slot_oblock(c[b].v);
-		blk->mask = pmc_slot_mask(c[b].v);
-		trace("writeback slot %u block %llu (%u of %u)", blk->slot,
-		      (unsigned long long)blk->oblock, b + 1, n);
 		for (k = 0; k < SPB; k++) {
 			long id;
 
@@ -2864,6 +2880,7 @@ int main(int argc, char **argv)
 	org_vis = calloc(nsec, sizeof(u32));
 	evs = calloc(nsec, sizeof(*evs));
 	ever = calloc(nsec, sizeof(*ever));
+	disc_t = calloc(nsec, sizeof(*disc_t));
 	for (s = 0; s < nsec; s++)
 		ev_reset(s, 0);
 	oid.sectors = (u64)nsec;
@@ -2910,9 +2927,9 @@ int main(int argc, char **argv)
 	printf("arounds=%llu throughs=%llu full_cache=%llu origin_write_failures=%llu\n",
 	       (unsigned long long)n_around, (unsigned long long)n_through,
 	       (unsigned long long)n_full, (unsigned long long)n_origin_failed);
-	printf("wb_merged_writes=%llu wb_unsent=%llu wb_failed_writes=%llu partial_reads=%llu\n",
+	printf("wb_merged_writes=%llu wb_no_memory=%llu wb_unsent=%llu wb_failed_writes=%llu partial_reads=%llu\n",
 	       (unsigned long long)n_wb_merged, (unsigned long long)n_wb_nomem,
-	       (unsigned long long)n_wb_failed,
+	       (unsigned long long)n_wb_unsent, (unsigned long long)n_wb_failed,
 	       (unsigned long long)n_partial_reads);
 	printf("crash_states=%llu format_states=%llu bad_states=%llu violations=%llu\n",
 	       (unsigned long long)n_states,
