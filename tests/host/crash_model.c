@@ -1606,8 +1606,16 @@ bool pmc_env_wb_submit(struct pmemcache *pc, const struct pmc_wb_cand *c,
 	return true;
 }
 
+/* A directed scenario's interleaving before eviction's trylock, once. */
+static void (*trylock_hook)(void);
+
 bool pmc_env_stripe_trylock(struct pmemcache *pc, u64 oblock)
 {
+	void (*hook)(void) = trylock_hook;
+
+	trylock_hook = NULL;
+	if (hook)
+		hook();
 	return trylock_w(stripe_of(oblock));
 }
 
@@ -2544,11 +2552,61 @@ static void scenario_discard_window(void)
 		free_slots(&freed, 1);
 }
 
+/*
+ * Eviction takes a clean block from the clock, then its stripe lock.
+ * Between the two, another CPU overwrites the block (its slot FREE and
+ * back on the free list) and a write of another block takes that slot.
+ * Under the lock, eviction must see that the slot changed (pmc_io_evict()
+ * checks the slot word again), or it makes the new dirty block FREE.  The
+ * random search rarely stalls a CPU right there.
+ */
+static u32 evict_scen_slot;
+
+static void evict_window(void)
+{
+	int keep = cur_cpu;
+	u32 ob;
+
+	cur_cpu = 1;
+	op_write(5 * SPB, SPB);			/* w2: block 5 elsewhere */
+	for (ob = 7; ob < 7 + n_slots_want; ob++) {
+		op_write(ob * SPB, SPB);	/* w3: a new block, dirty */
+		if (pmc_slot_oblock(E.idx.slot[evict_scen_slot]) == ob &&
+		    (pmc_slot_flags(E.idx.slot[evict_scen_slot]) & PMC_SF_USED))
+			break;
+	}
+	cur_cpu = keep;
+}
+
+static void scenario_evict_recheck(void)
+{
+	world_reset();
+	cur_cpu = 0;
+	op_write(5 * SPB, SPB);			/* w1 */
+	evict_scen_slot = pmc_index_lookup(&E.idx, 5);
+	cur_cpu = 2;
+	if (evict_scen_slot == PMC_NO_SLOT || wb_pass(16) != 1) {
+		scenario_skipped("evict-recheck");
+		return;
+	}
+	device_complete_one(1);
+	cur_cpu = 3;
+	wb_endio_work();			/* block 5 CLEAN */
+	cur_cpu = 0;
+	trylock_hook = evict_window;
+	evict_clean(16);
+	trylock_hook = NULL;
+	make_image(img_pool[0], E.pm.dur, E.pm.pend, E.pm.npend, pmem_size,
+		   IMG_NONE);
+	scenario_check(img_pool[0], "scenario evict re-check");
+}
+
 static void run_scenarios(void)
 {
 	scripted = 1;
 	scenario_torn_seq();
 	scenario_discard_window();
+	scenario_evict_recheck();
 	scripted = 0;
 	cur_cpu = CPU_LOADER;
 }
