@@ -287,27 +287,36 @@ static void pmc_read_next_run(struct pmemcache *pc, struct bio *bio)
 	submit_bio_noacct(clone);
 }
 
+/* pmc_copy_fn of a read: the cached sectors into the bio. */
+struct pmc_read_ctx {
+	struct pmemcache *pc;
+	struct bio *bio;
+	u32 first;
+};
+
+static int pmc_read_copy(void *ctx, u32 slot, u32 have)
+{
+	struct pmc_read_ctx *rc = ctx;
+
+	return pmc_read_slot(rc->pc, rc->bio, slot, rc->first, have);
+}
+
 static int pmc_map_read(struct pmemcache *pc, struct bio *bio)
 {
 	u64 oblock = pmc_sector_to_block(pc, bio->bi_iter.bi_sector);
-	struct pmc_stripe *st = pmc_stripe_of(pc, oblock);
-	u32 first, need = pmc_bio_mask(pc, bio, &first);
+	struct pmc_read_ctx rc = { .pc = pc, .bio = bio };
+	u32 need = pmc_bio_mask(pc, bio, &rc.first);
 	struct pmc_bio_data *d;
-	u32 slot, have;
+	u32 have;
 	int r;
 
-	down_read(&st->lock);
-	slot = pmc_index_lookup(&pc->idx, oblock);
-	have = slot != PMC_NO_SLOT ? pmc_slot_mask(pc->idx.slot[slot]) & need : 0;
+	/* The cached sectors, copied under the stripe lock */
+	have = pmc_io_read(pc, &pc->idx, oblock, need, pmc_read_copy, &rc, &r);
 	if (!have) {
-		up_read(&st->lock);
 		atomic64_inc(&pc->st.read_misses);
 		bio_set_dev(bio, pc->origin->bdev);
 		return DM_MAPIO_REMAPPED;
 	}
-	r = pmc_read_slot(pc, bio, slot, first, have);
-	pmc_index_ref(&pc->idx, slot);
-	up_read(&st->lock);
 	if (r) {
 		pmc_count_media_error(pc);
 		bio->bi_status = BLK_STS_IOERR;
@@ -319,7 +328,7 @@ static int pmc_map_read(struct pmemcache *pc, struct bio *bio)
 	}
 	d = pmc_bio_data(bio);
 	d->pc = pc;
-	d->first = first;
+	d->first = rc.first;
 	d->missing = need & ~have;
 	pmc_read_next_run(pc, bio);
 	return DM_MAPIO_SUBMITTED;

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * dm-pmemcache I/O policy (pmc_io.c): when a write may go around the
- * cache to the origin, how a clean block is evicted and how a discard
- * drops a cached copy.  Shared by the kernel module (io.c) and the host
- * crash model (tests/host/crash_model.c), like pmc_wb.c, whose pmc_env_*()
- * functions it uses too.
+ * cache to the origin, what a read takes from the cache, how a clean
+ * block is evicted and how a discard drops a cached copy.  Shared by the
+ * kernel module (io.c) and the host crash model
+ * (tests/host/crash_model.c), like pmc_wb.c, whose pmc_env_*() functions
+ * it uses too.
  */
 #ifndef PMC_IO_H
 #define PMC_IO_H
@@ -27,9 +28,6 @@ bool pmc_env_may_have_clean(struct pmemcache *pc);
 /* One evictor at a time (it owns the clock hand). */
 void pmc_env_evict_lock(struct pmemcache *pc);
 void pmc_env_evict_unlock(struct pmemcache *pc);
-/* Slots for the free list, their records durably FREE. */
-void pmc_env_free_slots(struct pmemcache *pc, const u32 *slots,
-			unsigned int n);
 /* A long loop may give the CPU away here. */
 void pmc_env_resched(struct pmemcache *pc);
 
@@ -74,6 +72,19 @@ unsigned int pmc_io_evict_clean(struct pmemcache *pc, struct pmc_meta *m,
  */
 u32 pmc_io_drop(struct pmemcache *pc, struct pmc_meta *m,
 		struct pmc_index *idx, u64 oblock);
+
+/* Copy sectors @have of the cached copy in slot @slot out: 0 or -EIO. */
+typedef int (*pmc_copy_fn)(void *ctx, u32 slot, u32 have);
+
+/*
+ * A read of sectors @need of block @oblock.  Under its stripe lock (read),
+ * those of them the cache holds are copied out (@copy, its result in
+ * *@err), and the copy counts as a hit for eviction.  Returns the sectors
+ * copied, 0 if none is cached.  The caller reads the others from the
+ * origin once the lock is dropped: nothing pins the copy meanwhile.
+ */
+u32 pmc_io_read(struct pmemcache *pc, struct pmc_index *idx, u64 oblock,
+		u32 need, pmc_copy_fn copy, void *ctx, int *err);
 
 /*
  * A discard of blocks [@first, @last): drop their cached copies, each

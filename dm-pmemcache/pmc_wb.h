@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * dm-pmemcache writeback policy (pmc_wb.c): which dirty block may go to
- * the origin now, and when one that went may become CLEAN.  Shared by the
- * kernel module (writeback.c, wb_select.c) and the host crash model
- * (tests/host/crash_model.c), which runs these decisions instead of a
- * copy of them.
+ * the origin now, which go together in one origin write, and when one
+ * that went may become CLEAN.  Shared by the kernel module (writeback.c,
+ * wb_select.c) and the host crash model (tests/host/crash_model.c), which
+ * runs these decisions instead of a copy of them.
  *
  * The I/O and the locks are the caller's, behind the pmc_env_*()
  * functions below: plain functions of the module (writeback.c), called
@@ -17,6 +17,34 @@
 #include "pmc_meta.h"
 
 struct pmemcache;
+
+/* One block of an origin write of writeback. */
+struct pmc_wb_block {
+	u64 oblock;
+	u32 slot;
+	u32 mask;		/* its sectors, as claimed */
+	void *buf;		/* the caller's: a bounce copy, or NULL */
+};
+
+/* How an origin write of writeback ended (pmc_wb_complete()). */
+enum pmc_wb_end {
+	PMC_WB_CLEAN,		/* written, then flushed: its blocks CLEAN */
+	PMC_WB_FAILED,		/* the write or the flush after it failed */
+	PMC_WB_KEPT,		/* never sent, or pmem gone: nothing failed */
+};
+
+/*
+ * One origin write of writeback: a run of adjacent whole blocks, or one
+ * partly valid block.  The caller's own structure embeds it.
+ */
+struct pmc_wb_write {
+	struct pmc_wb_write *next;	/* in a batch of completions */
+	struct pmc_wb_block *blk;	/* @n blocks */
+	unsigned int n;
+	int err;			/* the write's error (-errno), or 0 */
+	bool unsent;			/* not sent: suspended, no memory */
+	enum pmc_wb_end end;		/* set by pmc_wb_complete() */
+};
 
 /* ---- what the environment provides ------------------------------------ */
 
@@ -37,6 +65,22 @@ int pmc_env_origin_flush(struct pmemcache *pc);
 void pmc_env_dirty_dec(struct pmemcache *pc, u64 v);
 /* Slot @slot (word @v) could not be marked CLEAN: out of use. */
 void pmc_env_wb_quarantined(struct pmemcache *pc, u32 slot, u64 v);
+/* Slots for the free list, their records durably FREE. */
+void pmc_env_free_slots(struct pmemcache *pc, const u32 *slots,
+			unsigned int n);
+/* The pmem namespace: still there (>= 0, give it back), or gone. */
+int pmc_env_pmem_enter(struct pmemcache *pc);
+void pmc_env_pmem_exit(struct pmemcache *pc, int id);
+/* The data of @slot is known poison (the pmem disk's badblocks). */
+bool pmc_env_wb_poisoned(struct pmemcache *pc, u32 slot);
+/*
+ * Send the claimed blocks @c[0..@n) to the origin as one origin write
+ * (struct pmc_wb_write, no FUA), whose completion reaches
+ * pmc_wb_complete() later, with no lock held.  False if it could not
+ * start at all (no memory): the claims are then still the caller's.
+ */
+bool pmc_env_wb_submit(struct pmemcache *pc, const struct pmc_wb_cand *c,
+		       unsigned int n);
 
 /* ---- the policy ------------------------------------------------------- */
 
@@ -55,20 +99,25 @@ bool pmc_wb_claim(struct pmemcache *pc, struct pmc_index *idx,
 		  const struct pmc_wb_cand *c);
 
 /*
- * The origin writes of a batch have completed (@any_ok: at least one
- * without error).  Returns 0 if those that completed may become CLEAN,
- * else the error of the origin flush that had to make them durable: then
- * none may.
+ * Send the claimed blocks @c[0..@n) (sorted by origin block) to the
+ * origin: runs of at most @max_run adjacent whole blocks as one write,
+ * every other block alone (pmc_env_wb_submit()).  If one cannot start,
+ * the claims of it and of the blocks after it are given back.  Returns
+ * how many blocks were sent.
  */
-int pmc_wb_flush_before_clean(struct pmemcache *pc, bool any_ok);
+unsigned int pmc_wb_send(struct pmemcache *pc, struct pmc_meta *m,
+			 struct pmc_index *idx, const struct pmc_wb_cand *c,
+			 unsigned int n, unsigned int max_run);
 
 /*
- * The writeback of @slot (block @oblock) ended: @ok if its origin write
- * and the flush after it succeeded.  CLEAN, stale slot freed or
- * quarantined, under the stripe lock.  Returns a slot for the free list,
- * or PMC_NO_SLOT.  Also gives back a claim that was never sent (!@ok).
+ * A batch of origin writes of writeback has completed (@batch, linked by
+ * ->next; ->err set): one origin flush for those that succeeded (C1),
+ * then each block CLEAN, or dirty again, or its stale slot freed, and
+ * ->end set.  The caller frees the writes afterwards.  Returns the
+ * blocks made CLEAN.
  */
-u32 pmc_wb_block_done(struct pmemcache *pc, struct pmc_meta *m,
-		      struct pmc_index *idx, u64 oblock, u32 slot, bool ok);
+unsigned int pmc_wb_complete(struct pmemcache *pc, struct pmc_meta *m,
+			     struct pmc_index *idx,
+			     struct pmc_wb_write *batch);
 
 #endif /* PMC_WB_H */

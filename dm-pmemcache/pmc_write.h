@@ -74,9 +74,6 @@ int pmc_env_wb_token(struct pmemcache *pc);
 bool pmc_env_wait_writeback(struct pmemcache *pc, int token,
 			    unsigned long until);
 void pmc_env_wait_room(struct pmemcache *pc, int token);
-/* The pmem namespace: still there (>= 0, give it back), or gone. */
-int pmc_env_pmem_enter(struct pmemcache *pc);
-void pmc_env_pmem_exit(struct pmemcache *pc, int id);
 
 /* A write through the cache: its memory, taken before any lock. */
 struct pmc_thru *pmc_env_through_alloc(struct pmemcache *pc,

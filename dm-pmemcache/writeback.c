@@ -9,11 +9,12 @@
  * bios, or at DRAM bounce pages filled with copy_mc_to_kernel otherwise
  * (md raid5) and after a BLK_STS_NOTSUPP.
  *
- * Origin writes carry no FUA: the completion worker sends one flush to
- * the origin for all the writes that completed since its last run, and
- * only after that flush are their records marked CLEAN.  A failed write
- * or flush leaves the blocks dirty; it is counted and retried after a
- * delay.  Dirty data is never dropped.
+ * Which blocks go together, and what a completion means (one origin
+ * flush for all the writes that completed since the last run, and only
+ * after it CLEAN), are decided by the shared policy (pmc_wb.c, also run
+ * by the host crash model); this file turns its answers into bios, work
+ * items and counters.  A failed write or flush leaves the blocks dirty;
+ * it is counted and retried after a delay.  Dirty data is never dropped.
  */
 #include <linux/blkdev.h>
 #include <linux/delay.h>
@@ -21,22 +22,15 @@
 
 #include "pmemcache.h"
 
-struct pmc_wb_item {
-	u64 oblock;
-	u32 slot;
-	u32 mask;
-	struct page *page;	/* bounce page, or NULL */
-};
-
+/* One origin write of writeback; its blocks' ->buf are bounce pages. */
 struct pmc_wb_io {
+	struct pmc_wb_write w;	/* what pmc_wb.c knows of it */
 	struct list_head list;
 	struct pmemcache *pc;
 	atomic_t pending;	/* bios not yet completed, +1 while building */
 	blk_status_t status;
 	bool pfn;
-	bool unsent;		/* not sent: suspended, or no memory */
-	unsigned int n;
-	struct pmc_wb_item items[];
+	struct pmc_wb_block blk[];
 };
 
 static bool pmc_wb_use_pfn(struct pmemcache *pc)
@@ -50,11 +44,6 @@ static bool pmc_wb_poisoned(struct pmemcache *pc, u32 slot)
 {
 	return pmc_pmem_range_bad(pc, pmc_meta_data_offset(&pc->meta, slot),
 				  pc->block_size);
-}
-
-static u32 pmc_full_mask(struct pmemcache *pc)
-{
-	return pc->meta.full_mask;
 }
 
 void pmc_writeback_kick(struct pmemcache *pc)
@@ -149,23 +138,24 @@ static struct bio *pmc_wb_bio(struct pmemcache *pc, struct pmc_wb_io *io,
 	return bio;
 }
 
-/* Add sectors [a, b) of item @it to @bio; false if it did not fit. */
+/* Add sectors [a, b) of block @it to @bio; false if it did not fit. */
 static bool pmc_wb_add(struct pmemcache *pc, struct pmc_wb_io *io,
-		       struct bio *bio, struct pmc_wb_item *it, u32 a, u32 b)
+		       struct bio *bio, struct pmc_wb_block *it, u32 a, u32 b)
 {
 	u32 off = a << SECTOR_SHIFT, len = (b - a) << SECTOR_SHIFT;
 
 	if (io->pfn)
 		return pmc_bio_add_pmem(pc, bio, it->slot, off, len) == len;
-	return bio_add_page(bio, it->page, len, off) == len;
+	return bio_add_page(bio, it->buf, len, off) == len;
 }
 
 /*
- * Build and submit the bios of one group: a run of adjacent whole blocks
- * (one bio), or one partly valid block (one bio per run of valid sectors).
+ * pmc_wb_send() (pmc_wb.c) sends a group: build and submit the bios of a
+ * run of adjacent whole blocks (one bio), or of one partly valid block
+ * (one bio per run of valid sectors).
  */
-static bool pmc_wb_submit(struct pmemcache *pc, const struct pmc_wb_cand *c,
-			  unsigned int n)
+bool pmc_env_wb_submit(struct pmemcache *pc, const struct pmc_wb_cand *c,
+		       unsigned int n)
 {
 	struct pmc_wb_io *io;
 	struct bio *bio = NULL;
@@ -177,28 +167,29 @@ static bool pmc_wb_submit(struct pmemcache *pc, const struct pmc_wb_cand *c,
 	 * that runs in a work item of this queue.  Without, the pass stops
 	 * and writeback tries again a little later.
 	 */
-	io = kmalloc(struct_size(io, items, n),
+	io = kmalloc(struct_size(io, blk, n),
 		     GFP_NOIO | __GFP_NORETRY | __GFP_NOWARN);
 	if (!io)
 		return false;
 	io->pc = pc;
-	io->n = n;
+	io->w.blk = io->blk;
+	io->w.n = n;
+	io->w.unsent = false;
 	io->status = BLK_STS_OK;
 	io->pfn = pmc_wb_use_pfn(pc);
-	io->unsent = false;
 	atomic_set(&io->pending, 1);
 	for (i = 0; i < n; i++) {
-		io->items[i].oblock = pmc_slot_oblock(c[i].v);
-		io->items[i].slot = c[i].slot;
-		io->items[i].mask = pmc_slot_mask(c[i].v);
-		io->items[i].page = NULL;
+		io->blk[i].oblock = pmc_slot_oblock(c[i].v);
+		io->blk[i].slot = c[i].slot;
+		io->blk[i].mask = pmc_slot_mask(c[i].v);
+		io->blk[i].buf = NULL;
 	}
 	atomic_add(n, &pc->wb_inflight);
 	/* Pairs with pmc_writeback_shutdown(): it waits for us or we see it. */
 	smp_mb__after_atomic();
 	if (READ_ONCE(pc->suspended)) {
 		/* Suspend or shutdown waits for none but what is sent. */
-		io->unsent = true;
+		io->w.unsent = true;
 		io->status = BLK_STS_OFFLINE;
 		goto out;
 	}
@@ -208,24 +199,24 @@ static bool pmc_wb_submit(struct pmemcache *pc, const struct pmc_wb_cand *c,
 	 * bounce copy (a mirror's other half), or not at all (stays dirty).
 	 */
 	for (i = 0; io->pfn && i < n; i++)
-		if (pmc_wb_poisoned(pc, io->items[i].slot))
+		if (pmc_wb_poisoned(pc, io->blk[i].slot))
 			io->pfn = false;
 	for (i = 0; i < n; i++) {
-		struct pmc_wb_item *it = &io->items[i];
+		struct pmc_wb_block *it = &io->blk[i];
 		void *dst;
 
 		if (io->pfn)
 			continue;
-		it->page = mempool_alloc(pc->page_pool,
-					 GFP_NOWAIT | __GFP_NOWARN);
-		if (!it->page) {
+		it->buf = mempool_alloc(pc->page_pool,
+					GFP_NOWAIT | __GFP_NOWARN);
+		if (!it->buf) {
 			/* Not sent, not an error: tried again later. */
-			io->unsent = true;
+			io->w.unsent = true;
 			io->status = BLK_STS_RESOURCE;
 			WRITE_ONCE(pc->wb_retry_at, jiffies + PMC_WB_NOMEM_DELAY);
 			break;
 		}
-		dst = kmap_local_page(it->page);
+		dst = kmap_local_page(it->buf);
 		if (pmc_read_block(pc, dst, it->slot)) {
 			pmc_count_media_error(pc);
 			io->status = BLK_STS_MEDIUM;
@@ -235,11 +226,11 @@ static bool pmc_wb_submit(struct pmemcache *pc, const struct pmc_wb_cand *c,
 	if (io->status)
 		goto out;
 
-	if (io->items[0].mask == pmc_full_mask(pc)) {
+	if (io->blk[0].mask == pc->meta.full_mask) {
 		bio = pmc_wb_bio(pc, io, n,
-				 io->items[0].oblock << pc->spb_shift);
+				 io->blk[0].oblock << pc->spb_shift);
 		for (i = 0; i < n; i++) {
-			if (!pmc_wb_add(pc, io, bio, &io->items[i], 0,
+			if (!pmc_wb_add(pc, io, bio, &io->blk[i], 0,
 					1U << pc->spb_shift)) {
 				bio->bi_status = BLK_STS_RESOURCE;
 				break;
@@ -255,7 +246,7 @@ static bool pmc_wb_submit(struct pmemcache *pc, const struct pmc_wb_cand *c,
 
 	/* Partly valid block: one bio per run of valid sectors. */
 	for (a = 0; a < (1U << pc->spb_shift); a = b) {
-		struct pmc_wb_item *it = &io->items[0];
+		struct pmc_wb_block *it = &io->blk[0];
 
 		if (!(it->mask & (1U << a))) {
 			b = a + 1;
@@ -273,33 +264,18 @@ static bool pmc_wb_submit(struct pmemcache *pc, const struct pmc_wb_cand *c,
 		}
 	}
 out:
-	if (!io->unsent && !io->status)
+	if (!io->w.unsent && !io->status)
 		pmc_cut_point(PMC_CUT_WB_START);
 	pmc_wb_io_put(io);
 	return true;
 }
 
-/* Claims of blocks that were never sent go back: the blocks stay dirty. */
-static void pmc_wb_unclaim(struct pmemcache *pc, const struct pmc_wb_cand *c,
-			   unsigned int n)
-{
-	unsigned int i;
-	u32 f;
-
-	for (i = 0; i < n; i++) {
-		f = pmc_wb_block_done(pc, &pc->meta, &pc->idx,
-				      pmc_slot_oblock(c[i].v), c[i].slot, false);
-		if (f != PMC_NO_SLOT)
-			pmc_free_slots(pc, &f, 1);
-	}
-}
-
-/* One pass: select, merge, submit.  Returns the blocks submitted. */
+/* One pass: select, then pmc_wb_send().  Returns the blocks submitted. */
 static unsigned int pmc_wb_pass(struct pmemcache *pc, unsigned int sel,
 				unsigned int budget)
 {
 	struct pmc_wb_cand *c = pc->wb_cand;
-	unsigned int want, n, i, j;
+	unsigned int want, n, sent;
 	int inflight = atomic_read(&pc->wb_inflight);
 
 	if (inflight >= pc->wb_jobs)
@@ -312,25 +288,11 @@ static unsigned int pmc_wb_pass(struct pmemcache *pc, unsigned int sel,
 		return 0;
 	}
 
-	for (i = 0; i < n; i = j) {
-		j = i + 1;
-		/* A poisoned block goes alone: its failure keeps no other. */
-		if (pmc_slot_mask(c[i].v) == pmc_full_mask(pc) &&
-		    !pmc_wb_poisoned(pc, c[i].slot)) {
-			while (j < n && j - i < BIO_MAX_VECS &&
-			       pmc_slot_mask(c[j].v) == pmc_full_mask(pc) &&
-			       pmc_slot_oblock(c[j].v) ==
-			       pmc_slot_oblock(c[j - 1].v) + 1 &&
-			       !pmc_wb_poisoned(pc, c[j].slot))
-				j++;
-		}
-		if (!pmc_wb_submit(pc, &c[i], j - i)) {
-			pmc_wb_unclaim(pc, &c[i], n - i);
-			WRITE_ONCE(pc->wb_retry_at, jiffies + PMC_WB_NOMEM_DELAY);
-			return i;
-		}
-	}
-	return n;
+	/* A merged run of whole blocks is one bio: BIO_MAX_VECS at most. */
+	sent = pmc_wb_send(pc, &pc->meta, &pc->idx, c, n, BIO_MAX_VECS);
+	if (sent < n)
+		WRITE_ONCE(pc->wb_retry_at, jiffies + PMC_WB_NOMEM_DELAY);
+	return sent;
 }
 
 static void pmc_wb_work(struct work_struct *work)
@@ -402,27 +364,6 @@ static void pmc_wb_work(struct work_struct *work)
 	}
 }
 
-/*
- * Make the completed writes durable on the origin with one flush
- * (pmc_wb_flush_before_clean()).  If it fails, the writes count as
- * failed: their blocks stay dirty.
- */
-static void pmc_wb_flush_origin(struct pmemcache *pc, struct list_head *list)
-{
-	struct pmc_wb_io *io;
-	bool any = false;
-	int r;
-
-	list_for_each_entry(io, list, list)
-		any |= io->status == BLK_STS_OK;
-	r = pmc_wb_flush_before_clean(pc, any);
-	if (!r)
-		return;
-	list_for_each_entry(io, list, list)
-		if (io->status == BLK_STS_OK)
-			io->status = errno_to_blk_status(r);
-}
-
 /* ---- pmc_env_*(): what the shared policy (pmc_wb.c) asks of us ---- */
 
 void pmc_env_stripe_lock(struct pmemcache *pc, u64 oblock)
@@ -438,6 +379,11 @@ void pmc_env_stripe_unlock(struct pmemcache *pc, u64 oblock)
 bool pmc_env_stripe_around(struct pmemcache *pc, u64 oblock)
 {
 	return atomic_read(&pmc_stripe_of(pc, oblock)->around);
+}
+
+bool pmc_env_wb_poisoned(struct pmemcache *pc, u32 slot)
+{
+	return pmc_wb_poisoned(pc, slot);
 }
 
 int pmc_env_origin_flush(struct pmemcache *pc)
@@ -465,80 +411,78 @@ void pmc_env_wb_quarantined(struct pmemcache *pc, u32 slot, u64 v)
 		     pc->pmem_dev->name, slot);
 }
 
+/* The counters and the retry delay of one ended origin write. */
+static bool pmc_wb_account(struct pmemcache *pc, struct pmc_wb_io *io)
+{
+	unsigned int i;
+	u64 bytes = 0;
+
+	if (io->status == BLK_STS_NOTSUPP && io->pfn) {
+		/* The origin refuses page-less bios: bounce from now. */
+		if (!READ_ONCE(pc->pfn_failed))
+			DMWARN("origin refused pfn writeback, switching to bounce pages");
+		WRITE_ONCE(pc->pfn_failed, true);
+		atomic64_inc(&pc->st.wb_notsupp);
+		return false;
+	}
+	if (io->w.end == PMC_WB_FAILED) {
+		/* A flush fails on either; only the origin's is its. */
+		atomic_inc(&pc->wb_failures);
+		if (io->status != BLK_STS_MEDIUM) {
+			atomic64_inc(&pc->st.wb_errors);
+			pmc_health_set(pc, PMC_H_ORIGIN, io->w.err);
+		}
+		WRITE_ONCE(pc->wb_retry_at, jiffies + HZ);
+		return true;
+	}
+	if (io->w.end != PMC_WB_CLEAN)
+		return false;
+	pmc_health_clear(pc, PMC_H_ORIGIN);
+	for (i = 0; i < io->w.n; i++)
+		bytes += (u64)hweight32(io->blk[i].mask) << SECTOR_SHIFT;
+	if (io->pfn) {
+		atomic64_add(io->w.n, &pc->st.wb_pfn_blocks);
+		atomic64_add(bytes, &pc->st.wb_pfn_bytes);
+	} else {
+		atomic64_add(io->w.n, &pc->st.wb_bounce_blocks);
+		atomic64_add(bytes, &pc->st.wb_bounce_bytes);
+	}
+	return false;
+}
+
+/*
+ * The completed origin writes go to the shared policy (pmc_wb_complete():
+ * one origin flush, then CLEAN); then the counters, and whoever waits for
+ * clean blocks is woken.
+ */
 static void pmc_wb_endio_work(struct work_struct *work)
 {
 	struct pmemcache *pc = container_of(work, struct pmemcache, endio_work);
+	struct pmc_wb_write *batch = NULL, **tail = &batch;
 	struct pmc_wb_io *io, *tmp;
-	u32 freed[64];
-	unsigned int nf = 0, i;
-	bool retry_later = false, cleaned = false;
+	bool retry_later = false;
+	unsigned int cleaned, i;
 	LIST_HEAD(list);
-	int id;
 
 	spin_lock_irq(&pc->endio_lock);
 	list_splice_init(&pc->endio_list, &list);
 	spin_unlock_irq(&pc->endio_lock);
-	pmc_wb_flush_origin(pc, &list);
+	list_for_each_entry(io, &list, list) {
+		io->w.err = blk_status_to_errno(io->status);
+		io->w.next = NULL;
+		*tail = &io->w;
+		tail = &io->w.next;
+	}
+	cleaned = pmc_wb_complete(pc, &pc->meta, &pc->idx, batch);
 
-	/* The namespace gone: no CLEAN store, the blocks stay dirty there. */
-	id = pmc_pmem_enter(pc);
 	list_for_each_entry_safe(io, tmp, &list, list) {
-		bool ok = io->status == BLK_STS_OK && id >= 0;
-
-		if (io->status == BLK_STS_NOTSUPP && io->pfn) {
-			/* The origin refuses page-less bios: bounce from now. */
-			if (!READ_ONCE(pc->pfn_failed))
-				DMWARN("origin refused pfn writeback, switching to bounce pages");
-			WRITE_ONCE(pc->pfn_failed, true);
-			atomic64_inc(&pc->st.wb_notsupp);
-		} else if (!ok && !io->unsent && id >= 0) {
-			/* A flush fails on either; only the origin's is its. */
-			atomic_inc(&pc->wb_failures);
-			if (io->status != BLK_STS_MEDIUM) {
-				atomic64_inc(&pc->st.wb_errors);
-				pmc_health_set(pc, PMC_H_ORIGIN,
-					       blk_status_to_errno(io->status));
-			}
-			WRITE_ONCE(pc->wb_retry_at, jiffies + HZ);
-			retry_later = true;
-		}
-		if (ok)
-			pmc_health_clear(pc, PMC_H_ORIGIN);
-		for (i = 0; i < io->n; i++) {
-			struct pmc_wb_item *it = &io->items[i];
-			u32 f;
-
-			/* CLEAN, or the stale slot freed (pmc_wb.c) */
-			f = pmc_wb_block_done(pc, &pc->meta, &pc->idx,
-					      it->oblock, it->slot, ok);
-			if (f != PMC_NO_SLOT) {
-				freed[nf++] = f;
-				if (nf == ARRAY_SIZE(freed)) {
-					pmc_free_slots(pc, freed, nf);
-					nf = 0;
-				}
-			}
-			if (ok) {
-				u64 bytes = (u64)hweight32(it->mask) << SECTOR_SHIFT;
-
-				cleaned = true;
-				if (io->pfn) {
-					atomic64_inc(&pc->st.wb_pfn_blocks);
-					atomic64_add(bytes, &pc->st.wb_pfn_bytes);
-				} else {
-					atomic64_inc(&pc->st.wb_bounce_blocks);
-					atomic64_add(bytes, &pc->st.wb_bounce_bytes);
-				}
-			}
-			if (it->page)
-				mempool_free(it->page, pc->page_pool);
-		}
-		atomic_sub(io->n, &pc->wb_inflight);
+		retry_later |= pmc_wb_account(pc, io);
+		for (i = 0; i < io->w.n; i++)
+			if (io->blk[i].buf)
+				mempool_free(io->blk[i].buf, pc->page_pool);
+		atomic_sub(io->w.n, &pc->wb_inflight);
 		kfree(io);
 	}
-	if (id >= 0)
-		pmc_pmem_exit(id);
-	pmc_free_slots(pc, freed, nf);
 	/* Blocks made clean can be evicted: the cache is no longer full. */
 	if (cleaned)
 		pmc_health_clear(pc, PMC_H_FULL);

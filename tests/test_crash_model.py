@@ -5,9 +5,9 @@ in userspace over a model of pmem where each simulated CPU's stores stay
 volatile until flushed and fenced by that CPU, run by several CPUs under a
 seeded scheduler), runs it, and checks what it prints.  No VM, no kernel.
 
-The model runs the module's write, write-through, eviction, writeback
-claim and CLEAN decisions (pmc_write.c, pmc_io.c, pmc_wb.c), not copies
-of them.  tests/host/mutants.py removes every fence and flush of the real
+The model runs the module's write, write-through, eviction, read,
+writeback claim, send and completion (origin flush, then CLEAN) decisions
+(pmc_write.c, pmc_io.c, pmc_wb.c), not copies of them.  tests/host/mutants.py removes every fence and flush of the real
 pmc_meta.c / pmc_index.c / pmc_wb.c / pmc_io.c / pmc_write.c and turns
 each decision of those policy units wrong, one at a time, and requires
 the model to catch each mutant.
@@ -67,6 +67,12 @@ def test_every_acknowledged_write_survives_crashes(crash_model, seed):
     # full cache, and origin writes of ours that failed
     assert r["arounds"] > 0 and r["throughs"] > 0 and r["full_cache"] > 0
     assert r["origin_write_failures"] > 0
+    # writeback's own paths: merged runs, sends without memory (claims
+    # given back), writes not sent after all, failed writes or flushes;
+    # and partly cached reads
+    assert r["wb_merged_writes"] > 0 and r["wb_no_memory"] > 0
+    assert r["wb_unsent"] > 0 and r["wb_failed_writes"] > 0
+    assert r["partial_reads"] > 0
     assert r["violations"] == 0, r["stderr"][-2000:]
     assert r["bad_states"] == 0
     assert r["rc"] == 0
@@ -125,8 +131,12 @@ def test_every_durability_site_mutant_is_caught(crash_model, figures):
     # cached block or one in writeback, eviction's re-check; a write that
     # does not wait for a write-through, one through the cache during
     # writeback, a failed T1 acknowledged, T2 after a failed T1, a full
-    # cache sending a cached block around
-    assert int(pm.group(1)) >= 13 and pm.group(1) == pm.group(2), p.stdout
+    # cache sending a cached block around, st->around of a write-through
+    # dropped before T1; the completion: CLEAN before the flush, a failed
+    # write or flush CLEAN, no flush when the last write failed; a claim
+    # without the re-check; a read of sectors the copy does not hold.
+    # Each caught by lost, stale or garbage data (mutants.py)
+    assert int(pm.group(1)) >= 20 and pm.group(1) == pm.group(2), p.stdout
     assert "REFUTED" not in p.stdout and "NOT CAUGHT" not in p.stdout
     assert p.returncode == 0
 

@@ -800,7 +800,7 @@ def test_mutants_of_the_durability_sites_are_caught(guest_tools, figures):
     c = re.search(r"controls (\d+), not caught (\d+)", p.stdout)
     assert c, p.stdout
     figures["mutant controls (unmutated), not caught"] = "%s, %s" % c.groups()
-    for site in ("(pmc_wb_flush_origin)", "(pmc_write_around)", "(W5 before W3)",
+    for site in ("(pmc_env_origin_flush)", "(pmc_write_around)", "(W5 before W3)",
                  "(C1 before C0)"):
         line = [l for l in p.stdout.splitlines() if site in l and l.startswith("mutant ")]
         assert line and ": caught" in line[0], line or p.stdout

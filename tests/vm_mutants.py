@@ -89,7 +89,7 @@ MODEL_RUNS = [["--seed", "1"], ["--seed", "2"], ["--seed", "3"],
 Mutant = namedtuple("Mutant", "name file checker edits")
 
 MUTANTS = [
-    Mutant("origin flush before CLEAN (pmc_wb_flush_origin)", "writeback.c", "vm",
+    Mutant("origin flush before CLEAN (pmc_env_origin_flush)", "writeback.c", "vm",
            [("return blkdev_issue_flush(pc->origin->bdev);", "return 0;")]),
     Mutant("FUA of write-around (pmc_write_around)", "io.c", "vm",
            [("bio->bi_opf |= REQ_FUA;", "(void)0;")]),
@@ -109,19 +109,18 @@ MUTANTS = [
            "window:through_t1,through_t1",
            [("\tif (!r && t->slot != PMC_NO_SLOT &&\n",
              "\tif (0 && !r && t->slot != PMC_NO_SLOT &&\n")]),
-    # CLEAN stored before the origin flush (C1 before C0): one flush
-    # after the batch, its result ignored (if (0): no unused function).
+    # CLEAN stored before the origin flush (C1 before C0): the batch's
+    # flush after its CLEAN stores, its result ignored (pmc_wb_complete()).
     # Cut at the 8th CLEAN of the first batch after the writers stopped
     # and writeback went quiet (window-quiet): no earlier flush covered
     # those blocks (random wb_c1 cuts mostly land on blocks that the
     # previous batch's flush had made durable)
-    Mutant("CLEAN before the origin flush (C1 before C0)", "writeback.c",
+    Mutant("CLEAN before the origin flush (C1 before C0)", "pmc_wb.c",
            "window-quiet:wb_c1,wb_c1,wb_c1",
-           [("\tpmc_wb_flush_origin(pc, &list);\n",
-             "\tif (0)\n\t\tpmc_wb_flush_origin(pc, &list);\n"),
-            ("\tpmc_free_slots(pc, freed, nf);\n\t/* Blocks made clean",
-             "\tblkdev_issue_flush(pc->origin->bdev);\n\tpmc_free_slots(pc, freed, nf);\n"
-             "\t/* Blocks made clean")]),
+           [("\tr = pmc_wb_flush_before_clean(pc, any);\n", "\tr = 0;\n"),
+            ("\tif (id >= 0)\n\t\tpmc_env_pmem_exit(pc, id);\n",
+             "\tpmc_wb_flush_before_clean(pc, any);\n"
+             "\tif (id >= 0)\n\t\tpmc_env_pmem_exit(pc, id);\n")]),
 ]
 
 FENCE_STMT = re.compile(r"\bpmc_pmem_fence\((PMC_P_[A-Z]+)\);")
@@ -130,7 +129,7 @@ FENCE_STMT = re.compile(r"\bpmc_pmem_fence\((PMC_P_[A-Z]+)\);")
 # The checker "fs": the power cuts under ext4 and XFS of
 # tests/test_fs_powercut.py (the first cut is over the volatile origin).
 FS_MUTANTS = [
-    Mutant("origin flush before CLEAN, under ext4 and XFS (pmc_wb_flush_origin)",
+    Mutant("origin flush before CLEAN, under ext4 and XFS (pmc_env_origin_flush)",
            "writeback.c", "fs", MUTANTS[0].edits),
 ]
 
@@ -154,7 +153,7 @@ def all_mutants():
 # The make-test subset: the fewest cuts over the volatile origin that
 # caught each mutant every time (cut 1 is "full", cut 2 "cleaner"); the
 # control runs the unmutated module with the most of them.
-QUICK = {"origin flush before CLEAN (pmc_wb_flush_origin)": 1,
+QUICK = {"origin flush before CLEAN (pmc_env_origin_flush)": 1,
          "FUA of write-around (pmc_write_around)": 2}
 
 

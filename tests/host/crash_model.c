@@ -3,10 +3,13 @@
  * Host crash-consistency model of the dm-pmemcache commit protocol.
  *
  * The module's shared metadata code (pmc_meta.c, pmc_index.c), its
- * writeback policy (pmc_wb.c: look-up and claim, origin flush before
- * CLEAN, CLEAN or stale free, and pmc_index_wb_select()), its I/O policy
- * (pmc_io.c: st->around, eviction and its clock loop, discard) and
- * its write policy (pmc_write.c: new block, overwrite, write-around,
+ * writeback policy (pmc_wb.c: look-up and claim, the claimed blocks sent
+ * as runs of whole blocks or alone, claims given back when a write cannot
+ * start, and the completion: one origin flush before CLEAN, a failed
+ * write or flush left dirty, CLEAN or stale free; the selection is
+ * pmc_index_wb_select()), its I/O policy (pmc_io.c: st->around, eviction
+ * and its clock loop, discard, what a read takes from the cache) and its
+ * write policy (pmc_write.c: new block, overwrite, write-around,
  * write-through T0-T2, the full-cache wait) are compiled here against a
  * model of pmem and of the origin, and run by several simulated CPUs:
  *
@@ -32,17 +35,20 @@
  *     under cache pressure, and write as in cleaner mode; a full cache
  *     waits a few slot frees (full_wait), sometimes none, then writes
  *     around or through the cache; a writeback CPU selects and claims
- *     dirty blocks; an I/O CPU completes origin writes in any order,
- *     flushes the origin and marks blocks CLEAN.  Every decision and its
- *     order are the module's (pmc_write(), pmc_write_through_done(),
- *     pmc_io_evict_clean(), pmc_wb_look(), pmc_wb_claim(), ...), reached
- *     through their pmc_env_*() functions (below): the model has the
- *     locks, the waits, the origin, the bio's data and the oracle, which
- *     notes each write and discard where the module orders it.  Still
- *     the model's: the writeback submit and completion loops around
- *     pmc_wb.c (writeback.c), and a read holds the stripe lock for all
- *     its sectors (io.c reads a partly cached block's origin sectors
- *     after dropping it).
+ *     dirty blocks and sends them (some sends find no memory); an I/O
+ *     CPU completes origin writes in any order and hands them to the
+ *     completion, which flushes the origin and marks blocks CLEAN.
+ *     Readers copy a block's cached sectors under the stripe lock and
+ *     read the rest from the origin later, with no lock held and nothing
+ *     pinned, as io.c does.  Every decision and its order are the
+ *     module's (pmc_write(), pmc_write_through_done(),
+ *     pmc_io_evict_clean(), pmc_io_read(), pmc_wb_claim(), pmc_wb_send(),
+ *     pmc_wb_complete(), ...), reached through their pmc_env_*()
+ *     functions (below): the model has the locks, the waits, the origin,
+ *     the bios' data and the oracle, which notes each write and discard
+ *     where the module orders it.  What is left of writeback.c here is
+ *     its plumbing: a work item that calls selection and pmc_wb_send(),
+ *     and one that hands the completed writes to pmc_wb_complete().
  *
  * At every fence of any CPU and at sampled stores, crash images are built
  * from the durable state plus a choice of the pending stores of all CPUs
@@ -59,6 +65,12 @@
  *   - a CLEAN block's data is the origin's (invariant 5);
  *   - sometimes a crash during recovery, then recovery again.
  *
+ * Without a crash: a read's sectors copied under the stripe lock are the
+ * newest write; one read from the origin after the lock was dropped is
+ * what a read could return when it began, the newest write, or one
+ * ordered since; a clean block that may be evicted is on the origin,
+ * durably; st->around never drops below zero (not with --data-only).
+ *
  * Now and then one crash image becomes the new state ("restart"): it is
  * recovered on a loader CPU that never fences again (so recovery's own
  * fence is what persists its stores), and all CPUs start over on it.
@@ -69,7 +81,8 @@
  *
  * --break=STEP removes one fence or flush of the protocol on purpose; the
  * checker must then report violations.  tests/host/mutants.py removes
- * each fence and flush of the real pmc_meta.c instead.
+ * each fence and flush of the real shared code instead, and turns each
+ * decision of the policy units wrong (with --data-only).
  *
  * Output (last line): crash_states=N format_states=F bad_states=B violations=V
  */
@@ -135,6 +148,12 @@ static int verbose;
 				##__VA_ARGS__);				\
 	} while (0)
 static int stop_at_first;
+/*
+ * --data-only (mutant runs): only what a crash or a read does to the data
+ * is a violation; a bookkeeping check (st->around below zero) is not, so
+ * that a mutant counts as caught only by a lost, stale or garbage write.
+ */
+static int data_only;
 static u32 images_per_snapshot = 3;
 static u32 snapshot_store_pct = 8;
 static u32 media_err_permille = 10;	/* transient pmem read errors */
@@ -146,6 +165,7 @@ static u64 n_states, n_violations, n_format_states, n_nested, n_restarts;
 static u64 n_snapshots, n_bad_states, n_media_errors, n_switches;
 static u64 n_wb_done, n_evicted, n_acked_writes, n_failed_writes;
 static u64 n_around, n_through, n_full, n_origin_failed;
+static u64 n_wb_merged, n_wb_nomem, n_wb_unsent, n_wb_failed, n_partial_reads;
 static int report_left = 5;
 
 /* ------------------------------------------------------------------ */
@@ -571,19 +591,21 @@ static u32 *org_vis;		/* what a read returns */
 static struct owrite *org_pend;	/* completed, not flushed yet */
 static u32 n_org_pend, cap_org_pend;
 
+/* Blocks of one origin write of writeback, at most (BIO_MAX_VECS). */
+#define WB_RUN		4
+
+/* An origin write: writeback's (pmc_wb.c), or one of ours with FUA. */
 struct wbio {
-	u32 slot;
-	u64 oblock;
-	u32 mask;
-	u32 ids[SPB];
-	int ok;
+	struct pmc_wb_write w;	/* w.blk = blk, w.n blocks */
+	struct pmc_wb_block blk[WB_RUN];
+	u32 ids[WB_RUN][SPB];	/* what each sector of each block carries */
 	u64 due;		/* scheduler step from which it may complete */
 	int *fua_done;		/* a write of ours (FUA): 1 done, -1 failed */
 };
 
-static struct wbio *dev_infl;	/* submitted to the origin */
+static struct wbio **dev_infl;	/* submitted to the origin */
 static u32 n_dev_infl, cap_dev_infl;
-static struct wbio *dev_done;	/* completed, waiting for the endio work */
+static struct wbio **dev_done;	/* completed, waiting for the endio work */
 static u32 n_dev_done, cap_dev_done;
 
 static u64 sched_step;
@@ -597,35 +619,49 @@ static u64 origin_latency(void)
 	return rndn(8) ? 1 + rndn(40) : 1 + rndn(1500);
 }
 
-static void wbio_push(struct wbio **v, u32 *n, u32 *cap, const struct wbio *w)
+static struct wbio *wbio_new(void)
+{
+	struct wbio *w = calloc(1, sizeof(*w));
+
+	assert(w);
+	w->w.blk = w->blk;
+	return w;
+}
+
+static void wbio_push(struct wbio ***v, u32 *n, u32 *cap, struct wbio *w)
 {
 	if (*n == *cap) {
 		*cap = *cap ? *cap * 2 : 16;
 		*v = realloc(*v, *cap * sizeof(**v));
+		assert(*v);
 	}
-	(*v)[(*n)++] = *w;
+	(*v)[(*n)++] = w;
 }
 
-static void origin_write_completes(const struct wbio *w)
+/* The origin's cache takes the write (@ok), or some of its sectors. */
+static void origin_write_completes(const struct wbio *w, int ok)
 {
-	u32 i;
+	u32 b, i;
 
-	for (i = 0; i < SPB; i++) {
-		u32 s = (u32)w->oblock * SPB + i;
+	for (b = 0; b < w->w.n; b++) {
+		for (i = 0; i < SPB; i++) {
+			u32 s = (u32)w->blk[b].oblock * SPB + i;
 
-		if (!(w->mask & (1U << i)))
-			continue;
-		/* A failed write may still have written some sectors. */
-		if (!w->ok && rndn(2))
-			continue;
-		org_vis[s] = w->ids[i];
-		if (n_org_pend == cap_org_pend) {
-			cap_org_pend = cap_org_pend ? cap_org_pend * 2 : 64;
-			org_pend = realloc(org_pend, cap_org_pend * sizeof(*org_pend));
+			if (!(w->blk[b].mask & (1U << i)))
+				continue;
+			/* A failed write may still have written some sectors. */
+			if (!ok && rndn(2))
+				continue;
+			org_vis[s] = w->ids[b][i];
+			if (n_org_pend == cap_org_pend) {
+				cap_org_pend = cap_org_pend ? cap_org_pend * 2 : 64;
+				org_pend = realloc(org_pend,
+						   cap_org_pend * sizeof(*org_pend));
+			}
+			org_pend[n_org_pend].s = s;
+			org_pend[n_org_pend].id = w->ids[b][i];
+			n_org_pend++;
 		}
-		org_pend[n_org_pend].s = s;
-		org_pend[n_org_pend].id = w->ids[i];
-		n_org_pend++;
 	}
 }
 
@@ -650,20 +686,22 @@ static int origin_flush(void)
 /* What the platter may hold after a power cut now. */
 static void origin_image(u32 *img)
 {
-	u32 i, k;
+	u32 i, k, b;
 
 	memcpy(img, org_dur, nsec * sizeof(u32));
 	for (i = 0; i < n_org_pend; i++)
 		if (rndn(2))
 			img[org_pend[i].s] = org_pend[i].id;
 	for (k = 0; k < n_dev_infl; k++) {
-		const struct wbio *w = &dev_infl[k];
+		const struct wbio *w = dev_infl[k];
 
 		if (rndn(3))
 			continue;
-		for (i = 0; i < SPB; i++)
-			if ((w->mask & (1U << i)) && rndn(2))
-				img[w->oblock * SPB + i] = w->ids[i];
+		for (b = 0; b < w->w.n; b++)
+			for (i = 0; i < SPB; i++)
+				if ((w->blk[b].mask & (1U << i)) && rndn(2))
+					img[w->blk[b].oblock * SPB + i] =
+						w->ids[b][i];
 	}
 }
 
@@ -700,11 +738,13 @@ struct evlist {
 
 struct idset {
 	u32 *ids;
+	u64 *t;			/* ev_clock when each id was first ordered */
 	u32 n, cap;
 };
 
 static struct evlist *evs;	/* per sector */
 static struct idset *ever;	/* per sector: every value it ever held */
+static u64 *disc_t;		/* per sector: ev_clock of its last discard */
 static u32 next_id = 1;
 static u64 ev_clock;
 static u32 next_disc = 1;
@@ -720,7 +760,10 @@ static void ever_add(u32 s, u32 id)
 	if (h->n == h->cap) {
 		h->cap = h->cap ? h->cap * 2 : 8;
 		h->ids = realloc(h->ids, h->cap * sizeof(u32));
+		h->t = realloc(h->t, h->cap * sizeof(u64));
+		assert(h->ids && h->t);
 	}
+	h->t[h->n] = ev_clock;
 	h->ids[h->n++] = id;
 }
 
@@ -732,7 +775,9 @@ static void ever_del(u32 s, u32 id)
 
 	for (i = h->n; i-- > 0;) {
 		if (h->ids[i] == id) {
-			h->ids[i] = h->ids[--h->n];
+			h->n--;
+			h->ids[i] = h->ids[h->n];
+			h->t[i] = h->t[h->n];
 			return;
 		}
 	}
@@ -744,6 +789,17 @@ static int ever_has(u32 s, u32 id)
 
 	for (i = 0; i < ever[s].n; i++)
 		if (ever[s].ids[i] == id)
+			return 1;
+	return 0;
+}
+
+/* Was @id first ordered into sector @s after ev_clock @t0? */
+static int ever_since(u32 s, u32 id, u64 t0)
+{
+	u32 i;
+
+	for (i = 0; i < ever[s].n; i++)
+		if (ever[s].ids[i] == id && ever[s].t[i] > t0)
 			return 1;
 	return 0;
 }
@@ -763,6 +819,8 @@ static void ev_add(u32 s, u32 id, int kind)
 	l->ev[l->n].t_add = ++ev_clock;
 	l->ev[l->n].t_done = 0;
 	l->n++;
+	if (kind == EV_DISCARD)
+		disc_t[s] = ev_clock;
 }
 
 static void ev_set(u32 s, u32 id, int kind, int st)
@@ -826,28 +884,41 @@ static int acceptable(u32 s, u32 got)
 	return disc && ever_has(s, got);
 }
 
-/* What a read under the stripe lock must return. */
-static int acceptable_now(u32 s, u32 got)
+/* What a read under the stripe lock must return, by the entries @l. */
+static int acceptable_in(const struct evlist *l, u32 s, u32 got)
 {
-	struct evlist *l = &evs[s];
+	const struct ev *e;
+	u64 newer = 0;		/* latest issue of the entries after */
+	int cached = 0;		/* one of them is a write into the cache */
 	u32 i;
 
 	for (i = l->n; i-- > 0;) {
-		if (l->ev[i].st == ST_FAILED)
+		e = &l->ev[i];
+		if (e->st == ST_FAILED)
 			continue;
-		if (l->ev[i].kind == EV_DISCARD)
-			return ever_has(s, got);
-		if (l->ev[i].id == got)
-			return 1;
+		if (e->kind == EV_DISCARD)
+			return !cached && ever_has(s, got);
 		/*
 		 * A write-around not completed yet (the origin may not have
 		 * it), or one that was still in flight when a newer write was
-		 * issued: the origin may hold either.
+		 * issued: the origin may hold either.  Even a newer write into
+		 * the cache: once a write through the cache took its copy
+		 * away, the write-around may have landed after that T1.
 		 */
-		if (!l->ev[i].past)
-			return 0;
+		if (e->id == got)
+			return !cached || (e->past && (e->st == ST_INFLIGHT ||
+						       e->t_done > newer));
+		if (!e->past)
+			cached = 1;
+		if (e->t_add > newer)
+			newer = e->t_add;
 	}
 	return 0;
+}
+
+static int acceptable_now(u32 s, u32 got)
+{
+	return acceptable_in(&evs[s], s, got);
 }
 
 static void violation(const char *what, u32 s, long got, const char *ctx)
@@ -1080,16 +1151,16 @@ static int flag_set(void *arg)
  */
 static int origin_write_wait(u64 ob, u32 mask, const u32 *ids)
 {
-	struct wbio w;
+	struct wbio *w = wbio_new();
 	int done = 0;
 
-	memset(&w, 0, sizeof(w));
-	w.oblock = ob;
-	w.mask = mask;
-	memcpy(w.ids, ids, sizeof(w.ids));
-	w.due = sched_step + origin_latency();
-	w.fua_done = &done;
-	wbio_push(&dev_infl, &n_dev_infl, &cap_dev_infl, &w);
+	w->w.n = 1;
+	w->blk[0].oblock = ob;
+	w->blk[0].mask = mask;
+	memcpy(w->ids[0], ids, sizeof(w->ids[0]));
+	w->due = sched_step + origin_latency();
+	w->fua_done = &done;
+	wbio_push(&dev_infl, &n_dev_infl, &cap_dev_infl, w);
 	wait_until(flag_set, &done);
 	return done > 0 ? 0 : -EIO;
 }
@@ -1236,28 +1307,93 @@ static void op_discard(u32 s0, u32 ns)
 		ev_set(s, did, EV_DISCARD, ST_ACKED);
 }
 
-/* A read under the stripe lock must see the newest write. */
-static void op_read(u32 s)
+/* A read of sectors of one block, as io.c pmc_map_read() runs it. */
+struct read_ctx {
+	u64 oblock;
+	u32 first;		/* its first sector, in the block */
+};
+
+/* io.c pmc_read_copy(), under the stripe lock: it must see the newest. */
+static int read_copy(void *ctx, u32 slot, u32 have)
 {
-	struct mlock *st = stripe_of(s / SPB);
-	u32 slot;
+	struct read_ctx *rc = ctx;
+	u8 buf[PMC_SECTOR_SIZE];
+	u32 k, s;
 	long got;
 
-	lock_r(st);
-	slot = pmc_index_lookup(&E.idx, s / SPB);
-	if (slot != PMC_NO_SLOT)
-		pmc_index_ref(&E.idx, slot);	/* a hit, as in io.c */
-	if (slot != PMC_NO_SLOT &&
-	    (pmc_slot_mask(E.idx.slot[slot]) & (1U << (s % SPB))))
-		got = decode_sector(pmc_meta_data(&E.m, slot) +
-				    (s % SPB) * PMC_SECTOR_SIZE, s);
-	else
-		got = org_vis[s];
-	if (got < 0 || !acceptable_now(s, (u32)got))
-		violation(got < 0 ? "running read: garbage" :
-			  "running read: not the newest write", s, got,
-			  "no crash");
-	unlock_r(st);
+	for (k = 0; k < SPB; k++) {
+		if (!(have & (1U << k)))
+			continue;
+		s = (u32)rc->oblock * SPB + k;
+		/* a copy takes a while: the other CPUs run meanwhile */
+		yield(Y_OP);
+		if (pmc_pmem_read(buf, pmc_meta_data(&E.m, slot) +
+				  k * PMC_SECTOR_SIZE, sizeof(buf)))
+			return -EIO;	/* the read fails: nothing to check */
+		got = decode_sector(buf, s);
+		if (got < 0 || !acceptable_now(s, (u32)got))
+			violation(got < 0 ? "running read: garbage" :
+				  "running read: not the newest write", s, got,
+				  "no crash");
+	}
+	return 0;
+}
+
+static int step_reached(void *arg)
+{
+	return sched_step >= *(u64 *)arg;
+}
+
+/*
+ * A read of @n sectors from @s0, within one block: the module's
+ * pmc_io_read() copies the cached ones under the stripe lock; the others
+ * come from the origin later, with no lock held and nothing pinned, as in
+ * io.c.  Such a sector must hold what a read could return when the read
+ * began (the entries then), the newest write, or a write ordered since;
+ * after a discard ordered since, any value it once held.
+ */
+static void op_read(u32 s0, u32 n)
+{
+	struct read_ctx rc = { .oblock = s0 / SPB, .first = s0 % SPB };
+	u32 need = ((1U << n) - 1) << rc.first, have, k, s;
+	struct evlist began[SPB];
+	u64 t0 = ev_clock, due;
+	long got;
+	int r;
+
+	for (k = 0; k < SPB; k++) {
+		struct evlist *l = &evs[(u32)rc.oblock * SPB + k];
+
+		began[k].n = (need & (1U << k)) ? l->n : 0;
+		began[k].cap = began[k].n;
+		began[k].ev = began[k].n ? malloc(l->n * sizeof(*l->ev)) : NULL;
+		if (began[k].n)
+			memcpy(began[k].ev, l->ev, l->n * sizeof(*l->ev));
+	}
+	have = pmc_io_read(&E, &E.idx, rc.oblock, need, read_copy, &rc, &r);
+	trace("read block %llu need %x cached %x: %d",
+	      (unsigned long long)rc.oblock, need, have, r);
+	if (!r && (need & ~have)) {
+		n_partial_reads += have != 0;
+		/* the origin's runs: a little later, while the others go on */
+		due = sched_step + 1 + rndn(20);
+		if (!scripted)
+			wait_until(step_reached, &due);
+		for (k = 0; k < SPB; k++) {
+			if (!((need & ~have) & (1U << k)))
+				continue;
+			s = (u32)rc.oblock * SPB + k;
+			got = org_vis[s];
+			if (!acceptable_in(&began[k], s, (u32)got) &&
+			    !acceptable_now(s, (u32)got) &&
+			    !ever_since(s, (u32)got, t0) &&
+			    !(disc_t[s] > t0 && ever_has(s, (u32)got)))
+				violation("running read: not the newest write when it began",
+					  s, got, "no crash");
+		}
+	}
+	for (k = 0; k < SPB; k++)
+		free(began[k].ev);
 }
 
 #define WB_JOBS 8
@@ -1276,46 +1412,21 @@ static bool wb_claim(void *ctx, const struct pmc_wb_cand *c, unsigned int sel)
 static const struct pmc_wb_ops wb_ops = { .look = wb_look, .claim = wb_claim };
 
 /*
- * writeback.c pmc_wb_pass(): the module's selection (pmc_index.c) and
- * claim (pmc_wb.c) pick the blocks; the model's origin gets their data.
+ * writeback.c pmc_wb_pass(): the module's selection (pmc_index.c), claim
+ * and send (pmc_wb.c) pick the blocks and group them into origin writes
+ * (pmc_env_wb_submit(), below).  Returns the blocks sent.
  */
 static int wb_pass(u32 want)
 {
 	struct pmc_wb_cand c[16];
 	unsigned int whole = 0;
-	u32 n, i, k;
+	u32 n;
 
 	if (n_dev_infl + n_dev_done >= WB_JOBS)
 		return 0;
 	n = pmc_index_wb_select(&E.idx, c, want, ARRAY_SIZE(c),
 				PMC_SEL_PARTIAL, &wb_ops, NULL, &whole);
-	for (i = 0; i < n; i++) {
-		struct wbio w;
-
-		trace("writeback slot %u block %llu", c[i].slot,
-		      (unsigned long long)pmc_slot_oblock(c[i].v));
-		/* pmc_wb_submit(): the origin write carries pmem's data. */
-		memset(&w, 0, sizeof(w));
-		w.slot = c[i].slot;
-		w.oblock = pmc_slot_oblock(c[i].v);
-		w.mask = pmc_slot_mask(c[i].v);
-		for (k = 0; k < SPB; k++) {
-			long id;
-
-			if (!(w.mask & (1U << k)))
-				continue;
-			id = decode_sector(pmc_meta_data(&E.m, w.slot) +
-					   k * PMC_SECTOR_SIZE,
-					   (u32)w.oblock * SPB + k);
-			if (id < 0)
-				violation("writeback of garbage",
-					  (u32)w.oblock * SPB + k, id, "no crash");
-			w.ids[k] = id < 0 ? BAD_ID : (u32)id;
-		}
-		w.due = sched_step + origin_latency();
-		wbio_push(&dev_infl, &n_dev_infl, &cap_dev_infl, &w);
-	}
-	return (int)n;
+	return (int)pmc_wb_send(&E, &E.m, &E.idx, c, n, WB_RUN);
 }
 
 /*
@@ -1327,12 +1438,12 @@ static int wb_pass(u32 want)
 static void device_complete_one(int force)
 {
 	u32 k, n = 0, pick = 0, best = ~0U;
-	struct wbio w;
+	struct wbio *w;
 
 	for (k = 0; k < n_dev_infl; k++) {
-		if (best == ~0U || dev_infl[k].due < dev_infl[best].due)
+		if (best == ~0U || dev_infl[k]->due < dev_infl[best]->due)
 			best = k;
-		if (dev_infl[k].due <= sched_step && rndn(++n) == 0)
+		if (dev_infl[k]->due <= sched_step && rndn(++n) == 0)
 			pick = k;
 	}
 	if ((!n && !force) || best == ~0U)
@@ -1340,50 +1451,50 @@ static void device_complete_one(int force)
 	k = n ? pick : best;
 	w = dev_infl[k];
 	dev_infl[k] = dev_infl[--n_dev_infl];
-	if (w.fua_done) {
+	if (w->fua_done) {
 		if (scripted || rndn(16)) {
-			origin_write_fua(w.oblock, w.mask, w.ids);
-			*w.fua_done = 1;
+			origin_write_fua(w->blk[0].oblock, w->blk[0].mask,
+					 w->ids[0]);
+			*w->fua_done = 1;
 		} else {
-			origin_write_completes(&w);	/* w.ok = 0 */
-			*w.fua_done = -1;
+			origin_write_completes(w, 0);
+			*w->fua_done = -1;
 		}
+		free(w);
 		return;
 	}
-	w.ok = scripted || rndn(12) != 0;
-	origin_write_completes(&w);
-	wbio_push(&dev_done, &n_dev_done, &cap_dev_done, &w);
+	/* pmc_wb_endio(): the bio's status */
+	w->w.err = scripted || rndn(12) ? 0 : -EIO;
+	origin_write_completes(w, !w->w.err);
+	wbio_push(&dev_done, &n_dev_done, &cap_dev_done, w);
 }
 
 /*
  * writeback.c pmc_wb_endio_work(): the completed origin writes go to the
- * module's policy (pmc_wb.c): one origin flush, then CLEAN.
+ * module's policy (pmc_wb_complete(): one origin flush, then CLEAN).
  */
 static void wb_endio_work(void)
 {
-	struct wbio *list = dev_done;
-	u32 n = n_dev_done, i, freed[64], nf = 0, f;
-	bool any = false;
-	int r;
+	struct wbio **list = dev_done;
+	u32 n = n_dev_done, i, b;
 
 	dev_done = NULL;
 	n_dev_done = 0;
 	cap_dev_done = 0;
 	for (i = 0; i < n; i++)
-		any |= list[i].ok;
-	r = pmc_wb_flush_before_clean(&E, any);
+		list[i]->w.next = i + 1 < n ? &list[i + 1]->w : NULL;
+	pmc_wb_complete(&E, &E.m, &E.idx, n ? &list[0]->w : NULL);
 	for (i = 0; i < n; i++) {
-		bool ok = list[i].ok && !r;
-
-		f = pmc_wb_block_done(&E, &E.m, &E.idx, list[i].oblock,
-				      list[i].slot, ok);
-		trace("wb_done slot %u block %llu ok %d freed %d", list[i].slot,
-		      (unsigned long long)list[i].oblock, ok, (int)f);
-		if (f != PMC_NO_SLOT)
-			freed[nf++] = f;
-		n_wb_done += ok;
+		for (b = 0; b < list[i]->w.n; b++)
+			trace("wb_done slot %u block %llu end %d",
+			      list[i]->blk[b].slot,
+			      (unsigned long long)list[i]->blk[b].oblock,
+			      list[i]->w.end);
+		if (list[i]->w.end == PMC_WB_CLEAN)
+			n_wb_done += list[i]->w.n;
+		n_wb_failed += list[i]->w.end == PMC_WB_FAILED;
+		free(list[i]);
 	}
-	free_slots(freed, nf);
 	E.free_gen++;
 	E.wb_done++;
 	free(list);
@@ -1432,8 +1543,79 @@ void pmc_env_wb_quarantined(struct pmemcache *pc, u32 slot, u64 v)
 {
 }
 
+/* No badblocks list here: now and then a block goes alone as if. */
+bool pmc_env_wb_poisoned(struct pmemcache *pc, u32 slot)
+{
+	return !scripted && rndn(64) == 0;
+}
+
+/*
+ * writeback.c pmc_env_wb_submit(): one origin write carries pmem's data
+ * of the claimed blocks.  Now and then no memory for it (false), or it is
+ * not sent after all (suspended, no bounce page): then it completes at
+ * once, unsent.
+ */
+bool pmc_env_wb_submit(struct pmemcache *pc, const struct pmc_wb_cand *c,
+		       unsigned int n)
+{
+	struct wbio *w;
+	u32 b, k;
+
+	if (!scripted && rndn(50) == 0) {
+		n_wb_nomem++;
+		return false;
+	}
+	assert(n <= WB_RUN);
+	n_wb_merged += n > 1;
+	w = wbio_new();
+	w->w.n = n;
+	for (b = 0; b < n; b++) {
+		w->blk[b].slot = c[b].slot;
+		w->blk[b].oblock = pmc_slot_oblock(c[b].v);
+		w->blk[b].mask = pmc_slot_mask(c[b].v);
+		trace("writeback slot %u block %llu (%u of %u)", c[b].slot,
+		      (unsigned long long)w->blk[b].oblock, b + 1, n);
+	}
+	if (!scripted && rndn(60) == 0) {
+		w->w.unsent = true;
+		w->w.err = -ENOMEM;
+		n_wb_unsent++;
+		wbio_push(&dev_done, &n_dev_done, &cap_dev_done, w);
+		return true;
+	}
+	for (b = 0; b < n; b++) {
+		struct pmc_wb_block *blk = &w->blk[b];
+
+		for (k = 0; k < SPB; k++) {
+			long id;
+
+			if (!(blk->mask & (1U << k)))
+				continue;
+			id = decode_sector(pmc_meta_data(&E.m, blk->slot) +
+					   k * PMC_SECTOR_SIZE,
+					   (u32)blk->oblock * SPB + k);
+			if (id < 0)
+				violation("writeback of garbage",
+					  (u32)blk->oblock * SPB + k, id,
+					  "no crash");
+			w->ids[b][k] = id < 0 ? BAD_ID : (u32)id;
+		}
+	}
+	w->due = sched_step + origin_latency();
+	wbio_push(&dev_infl, &n_dev_infl, &cap_dev_infl, w);
+	return true;
+}
+
+/* A directed scenario's interleaving before eviction's trylock, once. */
+static void (*trylock_hook)(void);
+
 bool pmc_env_stripe_trylock(struct pmemcache *pc, u64 oblock)
 {
+	void (*hook)(void) = trylock_hook;
+
+	trylock_hook = NULL;
+	if (hook)
+		hook();
 	return trylock_w(stripe_of(oblock));
 }
 
@@ -1448,6 +1630,8 @@ void pmc_env_around_dec(struct pmemcache *pc, u64 oblock)
 
 	if (!*a) {
 		/* A put without a get: writeback of the stripe would stop. */
+		if (data_only)
+			return;
 		n_violations++;
 		if (report_left-- > 0)
 			fprintf(stderr, "VIOLATION (no crash): st->around of block %llu's stripe below zero\n",
@@ -1659,7 +1843,7 @@ static u32 target_block(void)
 	if (n_dup_blocks && rndn(2))
 		return dup_blocks[rndn(n_dup_blocks)];
 	if (n_dev_infl && rndn(2))
-		return (u32)dev_infl[rndn(n_dev_infl)].oblock;
+		return (u32)dev_infl[rndn(n_dev_infl)]->blk[0].oblock;
 	return rndn(6);
 }
 
@@ -1721,10 +1905,13 @@ static void writer_op(void)
 
 		op_write_cleaner(ob * SPB + first, ns);
 	} else {
-		u32 k, n = 1 + rndn(4), s = rndn(nsec);
+		/* within one block, often all of it (a partly cached one) */
+		u32 s = rndn(nsec), n = rndn(2) ? SPB - s % SPB :
+					    1 + rndn(SPB - s % SPB);
 
-		for (k = 0; k < n; k++)
-			op_read((s + k) % nsec);
+		if (rndn(2))
+			s = target_block() * SPB, n = SPB;
+		op_read(s, n);
 	}
 }
 
@@ -2150,9 +2337,11 @@ static void load_engine(void)
 	E.free_lock.readers = 0;
 	E.evict_lock.owner = -1;
 	E.evict_lock.readers = 0;
-	n_dev_infl = 0;
+	while (n_dev_infl)
+		free(dev_infl[--n_dev_infl]);
 	memset(through_busy, 0, sizeof(through_busy));
-	n_dev_done = 0;
+	while (n_dev_done)
+		free(dev_done[--n_dev_done]);
 	n_org_pend = 0;
 }
 
@@ -2369,11 +2558,61 @@ static void scenario_discard_window(void)
 		free_slots(&freed, 1);
 }
 
+/*
+ * Eviction takes a clean block from the clock, then its stripe lock.
+ * Between the two, another CPU overwrites the block (its slot FREE and
+ * back on the free list) and a write of another block takes that slot.
+ * Under the lock, eviction must see that the slot changed (pmc_io_evict()
+ * checks the slot word again), or it makes the new dirty block FREE.  The
+ * random search rarely stalls a CPU right there.
+ */
+static u32 evict_scen_slot;
+
+static void evict_window(void)
+{
+	int keep = cur_cpu;
+	u32 ob;
+
+	cur_cpu = 1;
+	op_write(5 * SPB, SPB);			/* w2: block 5 elsewhere */
+	for (ob = 7; ob < 7 + n_slots_want; ob++) {
+		op_write(ob * SPB, SPB);	/* w3: a new block, dirty */
+		if (pmc_slot_oblock(E.idx.slot[evict_scen_slot]) == ob &&
+		    (pmc_slot_flags(E.idx.slot[evict_scen_slot]) & PMC_SF_USED))
+			break;
+	}
+	cur_cpu = keep;
+}
+
+static void scenario_evict_recheck(void)
+{
+	world_reset();
+	cur_cpu = 0;
+	op_write(5 * SPB, SPB);			/* w1 */
+	evict_scen_slot = pmc_index_lookup(&E.idx, 5);
+	cur_cpu = 2;
+	if (evict_scen_slot == PMC_NO_SLOT || wb_pass(16) != 1) {
+		scenario_skipped("evict-recheck");
+		return;
+	}
+	device_complete_one(1);
+	cur_cpu = 3;
+	wb_endio_work();			/* block 5 CLEAN */
+	cur_cpu = 0;
+	trylock_hook = evict_window;
+	evict_clean(16);
+	trylock_hook = NULL;
+	make_image(img_pool[0], E.pm.dur, E.pm.pend, E.pm.npend, pmem_size,
+		   IMG_NONE);
+	scenario_check(img_pool[0], "scenario evict re-check");
+}
+
 static void run_scenarios(void)
 {
 	scripted = 1;
 	scenario_torn_seq();
 	scenario_discard_window();
+	scenario_evict_recheck();
 	scripted = 0;
 	cur_cpu = CPU_LOADER;
 }
@@ -2630,6 +2869,7 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: crash_model [--ops N] [--seed S] [--writers W] [--images K] [--store-pct P]\n"
 		"                   [--media-errors PERMILLE] [--restarts PERMILLE] [--stop-at-first]\n"
+		"                   [--data-only]\n"
 		"                   [--format-rounds N]\n"
 		"                   [--break data-fence|record-fence|free-fence|data-flush|record-flush|\n"
 		"                            format-order]\n"
@@ -2674,6 +2914,8 @@ int main(int argc, char **argv)
 			format_rounds = (u32)strtoul(argv[++i], NULL, 0);
 		else if (!strcmp(a, "--stop-at-first"))
 			stop_at_first = 1;
+		else if (!strcmp(a, "--data-only"))
+			data_only = 1;
 		else if (!strcmp(a, "--break") && more) {
 			const char *b = argv[++i];
 
@@ -2702,6 +2944,7 @@ int main(int argc, char **argv)
 	org_vis = calloc(nsec, sizeof(u32));
 	evs = calloc(nsec, sizeof(*evs));
 	ever = calloc(nsec, sizeof(*ever));
+	disc_t = calloc(nsec, sizeof(*disc_t));
 	for (s = 0; s < nsec; s++)
 		ev_reset(s, 0);
 	oid.sectors = (u64)nsec;
@@ -2748,6 +2991,10 @@ int main(int argc, char **argv)
 	printf("arounds=%llu throughs=%llu full_cache=%llu origin_write_failures=%llu\n",
 	       (unsigned long long)n_around, (unsigned long long)n_through,
 	       (unsigned long long)n_full, (unsigned long long)n_origin_failed);
+	printf("wb_merged_writes=%llu wb_no_memory=%llu wb_unsent=%llu wb_failed_writes=%llu partial_reads=%llu\n",
+	       (unsigned long long)n_wb_merged, (unsigned long long)n_wb_nomem,
+	       (unsigned long long)n_wb_unsent, (unsigned long long)n_wb_failed,
+	       (unsigned long long)n_partial_reads);
 	printf("crash_states=%llu format_states=%llu bad_states=%llu violations=%llu\n",
 	       (unsigned long long)n_states,
 	       (unsigned long long)n_format_states,
