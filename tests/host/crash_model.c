@@ -1265,6 +1265,7 @@ static void op_write_cleaner(u32 s0, u32 ns)
 	split_write(s0, ns, write_cleaner);
 }
 
+
 /* The discard each CPU is in (its id, or 0) and the blocks it locked. */
 static u32 cur_discard[MAX_CPUS + 1];
 static u8 discard_seen[MAX_CPUS + 1][64];
@@ -1690,10 +1691,10 @@ void pmc_env_free_slots(struct pmemcache *pc, const u32 *slots,
 	free_slots(slots, n);
 }
 
-/* pmc_write_heal() only: the model has no media errors on a half. */
+/* pmc_write_heal(): the bad slot is out of use until the next load. */
 void pmc_env_retire_slot(struct pmemcache *pc, u32 slot)
 {
-	abort();
+	pmc_index_set_bad(&E.idx, slot);
 }
 
 void pmc_env_resched(struct pmemcache *pc)
@@ -1847,6 +1848,58 @@ static u32 target_block(void)
 	return rndn(6);
 }
 
+/* mirror.c pmc_heal_fill(): the block's good copy, sector by sector. */
+static int heal_fill_cb(void *ctx, u8 *kaddr)
+{
+	const u8 *old = pmc_meta_data(&E.m, *(u32 *)ctx);
+	u8 buf[PMC_SECTOR_SIZE];
+	u32 i;
+
+	for (i = 0; i < SPB; i++) {
+		if (pmc_pmem_read(buf, old + i * PMC_SECTOR_SIZE, sizeof(buf)))
+			return -EIO;
+		pmc_pmem_write(kaddr + i * PMC_SECTOR_SIZE, buf, sizeof(buf),
+			       PMC_P_DATA);
+	}
+	return 0;
+}
+
+static u64 n_heals;
+
+/*
+ * mirror.c's heal work: pmc_write_heal() of a block aimed at (often
+ * rewritten), seen a while before
+ * (a read met a media error on one half; the model has one half, so the
+ * good copy it reads is the block's own).  Other CPUs run between the
+ * look and the heal, as between that read and the work: the heal must
+ * commit nothing over a write, a discard or a writeback that came in
+ * between.  At most two slots retired at a time (the next load frees
+ * them): the cache must not run out of slots.
+ */
+static void op_heal(void)
+{
+	u32 s = pmc_index_lookup(&E.idx, target_block()), i, bad = 0;
+	u64 v;
+
+	if (s == PMC_NO_SLOT)
+		return;
+	v = E.idx.slot[s];
+	for (i = 0; i < E.m.n_blocks; i++)
+		bad += !!(pmc_slot_flags(E.idx.slot[i]) & PMC_SF_BAD);
+	if (bad >= 2)
+		return;
+	/* the queue and the work: the reader's next write, others' ops */
+	if (rndn(2)) {
+		u32 first = rndn(SPB);
+
+		op_write((u32)pmc_slot_oblock(v) * SPB + first, 1 + rndn(SPB - first));
+	}
+	for (i = rndn(4); i; i--)
+		yield(Y_OP);
+	if (!pmc_write_heal(&E, &E.m, &E.idx, s, v, heal_fill_cb, &s))
+		n_heals++;
+}
+
 static void writer_op(void)
 {
 	u32 op = rndn(100);
@@ -1904,6 +1957,8 @@ static void writer_op(void)
 		u32 ns = rndn(2) ? SPB - first : 1 + rndn(SPB - first);
 
 		op_write_cleaner(ob * SPB + first, ns);
+	} else if (op < 92) {
+		op_heal();
 	} else {
 		/* within one block, often all of it (a partly cached one) */
 		u32 s = rndn(nsec), n = rndn(2) ? SPB - s % SPB :
@@ -2991,10 +3046,10 @@ int main(int argc, char **argv)
 	printf("arounds=%llu throughs=%llu full_cache=%llu origin_write_failures=%llu\n",
 	       (unsigned long long)n_around, (unsigned long long)n_through,
 	       (unsigned long long)n_full, (unsigned long long)n_origin_failed);
-	printf("wb_merged_writes=%llu wb_no_memory=%llu wb_unsent=%llu wb_failed_writes=%llu partial_reads=%llu\n",
+	printf("wb_merged_writes=%llu wb_no_memory=%llu wb_unsent=%llu wb_failed_writes=%llu partial_reads=%llu heals=%llu\n",
 	       (unsigned long long)n_wb_merged, (unsigned long long)n_wb_nomem,
 	       (unsigned long long)n_wb_unsent, (unsigned long long)n_wb_failed,
-	       (unsigned long long)n_partial_reads);
+	       (unsigned long long)n_partial_reads, (unsigned long long)n_heals);
 	printf("crash_states=%llu format_states=%llu bad_states=%llu violations=%llu\n",
 	       (unsigned long long)n_states,
 	       (unsigned long long)n_format_states,

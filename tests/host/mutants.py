@@ -122,6 +122,11 @@ POLICY = [
     ("pmc_write.c", "a full cache sends a cached block around the cache instead of through it",
      "\t\tif (pmc_write_around(pc, idx, w))\n\t\t\treturn PMC_W_AROUND;\n\t\tr = pmc_write_through(pc, m, idx, w);\n",
      "\t\tif (pmc_origin_write_get(pc, w->oblock))\n\t\t\treturn PMC_W_AROUND;\n\t\tr = pmc_write_through(pc, m, idx, w);\n"),
+    # the heal of a mirror's bad copy (pmc_write_heal()): a look of a
+    # while ago must not be committed over what came in between
+    ("pmc_write.c", "a heal commits a block's old copy without the re-check of its slot",
+     "\tif (idx->slot[slot] != v || pmc_env_through_busy(pc, oblock) ||\n",
+     "\tif (pmc_env_through_busy(pc, oblock) ||\n"),
     # st->around of a write through the cache, balanced but dropped too
     # early: writeback may then claim the dirty copy and send it while T1
     # is in flight (a mutant that only unbalances the count would be
