@@ -37,31 +37,6 @@ bool pmc_io_around_get(struct pmemcache *pc, struct pmc_index *idx,
 }
 
 /*
- * The origin's sectors of a partly cached block are read after the lock is
- * dropped, with no pin on the copy: the copy's sectors were taken first,
- * and those it lacked were the origin's when the read began.  A write of
- * them after that (cached, around or through the cache) is concurrent
- * with the read, which may return the old data or the new.
- */
-u32 pmc_io_read(struct pmemcache *pc, struct pmc_index *idx, u64 oblock,
-		u32 need, pmc_copy_fn copy, void *ctx, int *err)
-{
-	u32 slot, have = 0;
-
-	*err = 0;
-	pmc_env_stripe_lock_read(pc, oblock);
-	slot = pmc_index_lookup(idx, oblock);
-	if (slot != PMC_NO_SLOT)
-		have = pmc_slot_mask(idx->slot[slot]) & need;
-	if (have) {
-		*err = copy(ctx, slot, have);
-		pmc_index_ref(idx, slot);
-	}
-	pmc_env_stripe_unlock_read(pc, oblock);
-	return have;
-}
-
-/*
  * E2: once the block is out of the index, another CPU may send a write of
  * it around the cache and acknowledge it, and a FREE store still pending
  * on this CPU would then leave the old CLEAN record live over the newer

@@ -81,10 +81,30 @@ typedef int (*pmc_copy_fn)(void *ctx, u32 slot, u32 have);
  * those of them the cache holds are copied out (@copy, its result in
  * *@err), and the copy counts as a hit for eviction.  Returns the sectors
  * copied, 0 if none is cached.  The caller reads the others from the
- * origin once the lock is dropped: nothing pins the copy meanwhile.
+ * origin once the lock is dropped: nothing pins the copy meanwhile, the
+ * copy's sectors were taken first, and those it lacked were the origin's
+ * when the read began; a write of them after that (cached, around or
+ * through the cache) is concurrent with the read, which may return the
+ * old data or the new.  Inline: the hot read path calls @copy directly.
  */
-u32 pmc_io_read(struct pmemcache *pc, struct pmc_index *idx, u64 oblock,
-		u32 need, pmc_copy_fn copy, void *ctx, int *err);
+static inline u32 pmc_io_read(struct pmemcache *pc, struct pmc_index *idx,
+			      u64 oblock, u32 need, pmc_copy_fn copy, void *ctx,
+			      int *err)
+{
+	u32 slot, have = 0;
+
+	*err = 0;
+	pmc_env_stripe_lock_read(pc, oblock);
+	slot = pmc_index_lookup(idx, oblock);
+	if (slot != PMC_NO_SLOT)
+		have = pmc_slot_mask(idx->slot[slot]) & need;
+	if (have) {
+		*err = copy(ctx, slot, have);
+		pmc_index_ref(idx, slot);
+	}
+	pmc_env_stripe_unlock_read(pc, oblock);
+	return have;
+}
 
 /*
  * A discard of blocks [@first, @last): drop their cached copies, each

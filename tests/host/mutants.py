@@ -156,7 +156,7 @@ POLICY = [
     # after the stripe lock is dropped is no such mutant: the model would
     # call the old data a stale read, which a read racing a write may
     # return; the real danger, a slot reused meanwhile, it rarely hits.)
-    ("pmc_io.c", "a read copies sectors the cached copy does not hold",
+    ("pmc_io.h", "a read copies sectors the cached copy does not hold",
      "\t\thave = pmc_slot_mask(idx->slot[slot]) & need;\n",
      "\t\thave = need;\n"),
     ("pmc_wb.c", "a claim does not check that the slot still holds what selection saw",
@@ -309,8 +309,8 @@ def mutate(text, lineno, kind):
     return out
 
 
-def cc(args, cwd):
-    p = subprocess.run(["gcc", *CFLAGS, "-I" + SRC, *args], cwd=cwd,
+def cc(args, cwd, inc=SRC):
+    p = subprocess.run(["gcc", *CFLAGS, "-I" + inc, *args], cwd=cwd,
                        capture_output=True, text=True)
     if p.returncode:
         raise RuntimeError("compile failed: %s\n%s" % (" ".join(args), p.stderr))
@@ -322,17 +322,35 @@ class Builder:
     def __init__(self, tmp):
         self.tmp = tmp
         self.objs = {}
-        units = [(n, os.path.join(SRC, n)) for n in SHARED]
-        units += [("pmc_shim_user.c", os.path.join(SRC, "user", "pmc_shim_user.c")),
-                  ("crash_model.c", MODEL)]
-        for name, path in units:
+        for name, path in self.units(SRC):
             obj = os.path.join(tmp, name[:-2] + ".o")
             cc(["-c", "-o", obj, path], tmp)
             self.objs[name] = obj
 
+    @staticmethod
+    def units(src):
+        return ([(n, os.path.join(src, n)) for n in SHARED] +
+                [("pmc_shim_user.c", os.path.join(src, "user", "pmc_shim_user.c")),
+                 ("crash_model.c", MODEL)])
+
     def binary(self, tag, name, text):
         d = os.path.join(self.tmp, tag)
         os.makedirs(d, exist_ok=True)
+        if name.endswith(".h"):
+            # a header: every unit again, from a copy of the sources
+            # that holds the mutated one (an #include "x.h" looks in the
+            # including file's folder first)
+            tree = os.path.join(d, "src")
+            shutil.copytree(SRC, tree)
+            with open(os.path.join(tree, name), "w") as f:
+                f.write(text)
+            objs = []
+            for n, path in self.units(tree):
+                objs.append(os.path.join(d, n[:-2] + ".o"))
+                cc(["-c", "-o", objs[-1], path], d, inc=tree)
+            exe = os.path.join(d, "crash_model")
+            cc(["-o", exe, *objs], d)
+            return exe
         src = os.path.join(d, name)
         with open(src, "w") as f:
             f.write(text)
