@@ -133,7 +133,7 @@ def test_only_a_qemu_abort_before_boot_is_booted_again(tmp_path, console, output
     assert qemu_aborted_before_boot(files) is bool(again)
 
 
-def test_a_mutant_run_logs_its_boots_under_its_own_name(monkeypatch):
+def test_a_mutant_run_logs_its_boots_under_its_own_name(monkeypatch, tmp_path):
     """A mutant's boots (PMC_BOOT_TAG, set by tests/vm_mutants.py for each
     mutant and its control) never log under the product test's name."""
     import vm_mutants
@@ -141,7 +141,7 @@ def test_a_mutant_run_logs_its_boots_under_its_own_name(monkeypatch):
     assert vm_module.boot_name("test_x[0]") == "test_x[0]"
     m = vm_mutants.MUTANTS[0]
     monkeypatch.setenv("PMC_BOOT_TAG", vm_mutants.boot_tag(m))
-    name = VM(vm_module.boot_name("test_x[0]"), "/nonexistent").name
+    name = VM(vm_module.boot_name("test_x[0]"), tmp_path / "state").name
     assert name.startswith("test_x_0_.mutant-origin-flush-before-CLEAN"), name
     monkeypatch.setenv("PMC_BOOT_TAG", vm_mutants.boot_tag(None))
     assert vm_module.boot_name("test_x") == "test_x.control"

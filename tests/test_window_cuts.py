@@ -314,7 +314,7 @@ echo "AFTER=$(dmsetup status pc)"
 
 
 def setup(ko, first=0):
-    return SETUP % dict(ko=ko, first=first, volatile=VOLATILE, table=TABLE)
+    return SETUP % dict(ko=ko, first=first, volatile=VOLATILE, table=TABLE, pmem="pmem0")
 
 
 def writer_script(point, after, boot, rng):
