@@ -27,6 +27,7 @@ static const char *const pmc_health_names[PMC_H_NR] = {
 	[PMC_H_FULL] = "full",
 	[PMC_H_PMEM_GONE] = "pmem_gone",
 	[PMC_H_MIRROR_DEGRADED] = "mirror_degraded",
+	[PMC_H_MIRROR_RESYNC] = "mirror_resync",
 };
 
 static void pmc_health_log(struct pmemcache *pc, const char *name,
@@ -56,6 +57,10 @@ static void pmc_health_log(struct pmemcache *pc, const char *name,
 		break;
 	case PMC_H_MIRROR_DEGRADED:
 		DMWARN("%s: mirror degraded: runs on one half; load the table with both to resync",
+		       name);
+		break;
+	case PMC_H_MIRROR_RESYNC:
+		DMINFO("%s: mirror resync: copying to a half online; redundant when it ends",
 		       name);
 		break;
 	}

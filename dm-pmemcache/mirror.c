@@ -4,17 +4,19 @@
  *
  * The constructor reads both halves' mirror info and decides (never
  * writes: an old table may still run on the same pmem); the first resume
- * scrubs (S1), decides again and makes the second half equal to the half
- * that holds every acknowledged write, under the resync marks R1..R5 of
- * docs/format.md ("Mirrored cache"), before recovery runs on both.  From
- * then on every store goes to both halves (pmc_meta_store()).
+ * scrubs (S1), decides again and starts making the other half equal to
+ * the half that holds every acknowledged write, under the resync marks
+ * R1..R5 of docs/format.md ("Mirrored cache"): the records before
+ * recovery, the data online while the cache runs.  From then on every
+ * store goes to both halves (pmc_meta_store()).
  */
 #include "pmemcache.h"
 #include "pmc_write.h"
 
-/* Bytes copied between two looks at the scheduler and two R3 marks. */
+/* Bytes copied at load between two looks at the scheduler. */
 #define PMC_MIRROR_CHUNK	(64U << 10)
-#define PMC_MIRROR_MARK_SLOTS	65536U
+/* Slots of the online copy between two R3 marks (4 MiB of 4 KiB blocks). */
+#define PMC_RESYNC_MARK_SLOTS	1024U
 
 static void pmc_mirror_halves(struct pmemcache *pc)
 {
@@ -179,15 +181,18 @@ static int pmc_mirror_differ(struct pmemcache *pc, u8 *buf)
 }
 
 /*
- * The copy between R2 and R4: the superblock area but the info slots,
- * then per slot the data of a live record and the record, where the
- * target's record differs.  R3 marks the slots done.
+ * The copy between R2 and R4, first part, before any I/O: every record
+ * that differs on the target, with its data if it is live and below the
+ * position @pos the copy resumes from (docs/format.md, "Online resync":
+ * there a record that differs is the only trace of what changed since
+ * those slots were copied).  The data of the live slots from @pos on
+ * follows online (pmc_mirror_resync_work()).
  */
-static int pmc_mirror_copy(struct pmemcache *pc, u32 from, u8 *buf)
+static int pmc_mirror_copy_records(struct pmemcache *pc, u32 from, u64 pos,
+				   u8 *buf)
 {
-	struct pmc_mirror_half *tgt = &pc->mirror.h[from ^ 1];
 	const struct pmc_meta *m = &pc->meta;
-	u8 *dst = tgt->base;
+	u8 *dst = pc->mirror.h[from ^ 1].base;
 	u64 info_end = PMC_MIRROR_INFO_OFFSET +
 		       PMC_MIRROR_INFO_SLOTS * PMC_MIRROR_INFO_SIZE;
 	struct pmc_record r, t;
@@ -206,23 +211,181 @@ static int pmc_mirror_copy(struct pmemcache *pc, u32 from, u8 *buf)
 		if (pmc_meta_read_record(m, slot, &r, &live) ||
 		    pmc_pmem_read(&t, dst + roff, sizeof(t)))
 			return -EIO;
-		if (memcmp(&r, &t, sizeof(r))) {
-			if (live) {
-				err = pmc_mirror_copy_range(pc, from,
-							    pmc_meta_data_offset(m, slot),
-							    m->block_size, buf);
-				if (err)
-					return err;
-			}
-			pmc_pmem_write(dst + roff, &r, sizeof(r), PMC_P_MIRROR);
+		if (!memcmp(&r, &t, sizeof(r)))
+			continue;
+		if (live && slot < pos) {
+			err = pmc_mirror_copy_range(pc, from,
+						    pmc_meta_data_offset(m, slot),
+						    m->block_size, buf);
+			if (err)
+				return err;
 		}
-		if ((slot + 1) % PMC_MIRROR_MARK_SLOTS == 0) {
-			pmc_pmem_fence(PMC_P_MIRROR);
-			pmc_mirror_resync_progress(tgt, slot + 1);	/* R3 */
-		}
+		pmc_pmem_write(dst + roff, &r, sizeof(r), PMC_P_MIRROR);
+		if (slot % 4096 == 0)
+			cond_resched();
 	}
 	pmc_pmem_fence(PMC_P_MIRROR);
 	return 0;
+}
+
+/* R4, R5 and reads from both halves again.  Under lose_lock. */
+static void pmc_mirror_resync_done(struct pmemcache *pc)
+{
+	struct pmc_mirror_dev *mr = &pc->mirror;
+	u32 from = mr->holder;
+
+	pmc_mirror_resync_end(&mr->h[from], &mr->h[from ^ 1]);	/* R4, R5 */
+	WRITE_ONCE(pc->meta.base, pc->kaddr);
+	WRITE_ONCE(pc->pfn, mr->pfn0);
+	WRITE_ONCE(mr->reads, 3);
+	WRITE_ONCE(mr->syncing, false);
+}
+
+/*
+ * The online part: both halves take every store, reads and writeback
+ * use the holder alone, and this copies the data of each live slot from
+ * the resync position on.  Under the read lock of the slot's stripe a
+ * slot that still maps its block keeps its data (freeing a slot takes
+ * the write lock); a slot taken anew since the start was written to both
+ * halves.  @v: the slot word when looked at.  0 or -EIO (the holder's
+ * copy is unreadable).
+ */
+static int pmc_mirror_copy_slot(struct pmemcache *pc, u32 slot, u8 *buf)
+{
+	u64 v = READ_ONCE(pc->idx.slot[slot]), ob = pmc_slot_oblock(v);
+	u32 from = pc->mirror.holder;
+	u64 off = pmc_meta_data_offset(&pc->meta, slot);
+	struct pmc_stripe *st;
+	int r = 0;
+
+	if ((pmc_slot_flags(v) & (PMC_SF_USED | PMC_SF_STALE | PMC_SF_BAD)) !=
+	    PMC_SF_USED)
+		return 0;
+	st = pmc_stripe_of(pc, ob);
+	down_read(&st->lock);
+	v = READ_ONCE(pc->idx.slot[slot]);
+	if ((pmc_slot_flags(v) & (PMC_SF_USED | PMC_SF_STALE | PMC_SF_BAD)) ==
+	    PMC_SF_USED && pmc_slot_oblock(v) == ob) {
+		r = pmc_copy_from_pmem(buf, pc->mirror.h[from].base + off,
+				       pc->block_size);
+		if (!r)
+			pmc_pmem_write(pc->mirror.h[from ^ 1].base + off, buf,
+				       pc->block_size, PMC_P_DATA);
+	}
+	up_read(&st->lock);
+	return r;
+}
+
+/* Slots looked at by one run of the resync work (1 MiB of 4 KiB blocks). */
+#define PMC_RESYNC_BATCH	256U
+
+static void pmc_mirror_resync_work(struct work_struct *work)
+{
+	struct pmemcache *pc = container_of(to_delayed_work(work),
+					    struct pmemcache,
+					    mirror.resync_work);
+	struct pmc_mirror_dev *mr = &pc->mirror;
+	u64 n = pc->meta.n_blocks, slot = mr->resync_next;
+	u64 end = min(n, slot + PMC_RESYNC_BATCH);
+	unsigned int rate = READ_ONCE(mr->resync_rate);
+	unsigned long flags, delay = 0;
+	bool done = false;
+	int id, r = 0;
+
+	if (READ_ONCE(pc->suspended) || !READ_ONCE(mr->syncing))
+		return;
+	id = pmc_pmem_enter(pc);
+	if (id < 0)
+		return;
+	for (; slot < end && READ_ONCE(mr->syncing) && !r; slot++)
+		r = pmc_mirror_copy_slot(pc, slot, mr->resync_buf);
+	/* this CPU's copies are durable before a mark counts them */
+	pmc_pmem_fence(PMC_P_DATA);
+	spin_lock_irqsave(&mr->lose_lock, flags);
+	if (!READ_ONCE(mr->syncing)) {
+		r = 0;		/* a half was lost meanwhile: pmc_mirror_lose() */
+	} else if (r) {
+		/* the only whole copy has a hole: no redundancy to make */
+		WRITE_ONCE(mr->syncing, false);
+		pmc_meta_drop_half(&pc->meta, mr->holder ^ 1);
+	} else {
+		WRITE_ONCE(mr->resync_next, slot);
+		done = slot == n;
+		if (done) {
+			pmc_mirror_resync_done(pc);
+		} else if (slot - mr->resync_mark >= PMC_RESYNC_MARK_SLOTS) {
+			pmc_mirror_resync_progress(&mr->h[mr->holder ^ 1],
+						   slot);	/* R3 */
+			mr->resync_mark = slot;
+		}
+	}
+	spin_unlock_irqrestore(&mr->lose_lock, flags);
+	pmc_pmem_exit(id);
+
+	if (r) {
+		DMERR("%s: mirror: copy stopped by a media error on block %llu: one half",
+		      pc->pmem_dev->name, slot - 1);
+		pmc_health_clear(pc, PMC_H_MIRROR_RESYNC);
+		pmc_health_set(pc, PMC_H_MIRROR_DEGRADED, -EIO);
+		return;
+	}
+	if (done) {
+		DMINFO("%s: mirror: copy done in %u s: both halves current, generation %llu",
+		       pc->pmem_dev->name,
+		       jiffies_to_msecs(jiffies - mr->resync_t0) / 1000,
+		       mr->h[0].info.generation);
+		pmc_health_clear(pc, PMC_H_MIRROR_RESYNC);
+		return;
+	}
+	if (!READ_ONCE(mr->syncing))
+		return;
+	/* resync_rate MiB/s: the batch's share of a second */
+	if (rate)
+		delay = msecs_to_jiffies(div_u64((u64)PMC_RESYNC_BATCH *
+						 pc->block_size * 1000,
+						 (u64)rate << 20));
+	queue_delayed_work(pc->wq, &mr->resync_work, delay);
+}
+
+/*
+ * Start the online part of a copy from half @from at slot @pos: reads,
+ * badblocks and the pfns of writeback move to the holder until R5; the
+ * work begins at resume (pmc_mirror_resync_kick()).
+ */
+static int pmc_mirror_resync_prepare(struct pmemcache *pc, u32 from, u64 pos)
+{
+	struct pmc_mirror_dev *mr = &pc->mirror;
+
+	if (!mr->resync_buf)
+		mr->resync_buf = kmalloc(pc->block_size, GFP_KERNEL);
+	if (!mr->resync_buf)
+		return -ENOMEM;
+	mr->holder = from;
+	mr->resync_next = pos;
+	mr->resync_mark = pos;
+	mr->resync_t0 = jiffies;
+	mr->reads = 1U << from;
+	pc->meta.base = mr->h[from].base;
+	if (from)
+		pc->pfn = mr->pfn;
+	mr->syncing = true;
+	pmc_health_set(pc, PMC_H_MIRROR_RESYNC, 0);
+	DMINFO("%s: mirror: copying the half on %s to %s online from block %llu of %llu",
+	       pc->pmem_dev->name,
+	       from ? mr->dev->name : pc->pmem_dev->name,
+	       from ? pc->pmem_dev->name : mr->dev->name,
+	       pos, pc->meta.n_blocks);
+	return 0;
+}
+
+/*
+ * Resume (a suspend stopped the copy where it was) or a new resync_rate:
+ * copy on now.
+ */
+void pmc_mirror_resync_kick(struct pmemcache *pc)
+{
+	if (READ_ONCE(pc->mirror.syncing) && !READ_ONCE(pc->suspended))
+		mod_delayed_work(pc->wq, &pc->mirror.resync_work, 0);
 }
 
 /*
@@ -234,10 +397,12 @@ int pmc_mirror_start(struct pmemcache *pc, const struct pmc_origin_id *oid)
 {
 	struct pmc_mirror_half *h = pc->mirror.h;
 	u32 from = pc->mirror.plan.holder;
+	u64 n = pc->meta.n_blocks, pos = n;
 	char *error = NULL;
 	u8 *buf;
 	int r;
 
+	pc->mirror.pfn0 = pc->pfn;
 	r = pmc_mirror_read(pc, true, &error);
 	if (!r && pc->mirror.plan.holder != from)
 		error = "mirror: the halves changed since the table was loaded";
@@ -256,6 +421,7 @@ int pmc_mirror_start(struct pmemcache *pc, const struct pmc_origin_id *oid)
 		pmc_mirror_halves(pc);
 		pmc_mirror_resync_begin(&h[0], &h[1], pc->meta.cache_uuid);
 		pmc_mirror_resync_end(&h[0], &h[1]);
+		pc->mirror.reads = 3;
 		DMINFO("%s: formatted a new mirrored pair with %s: %llu blocks of %u bytes",
 		       pc->pmem_dev->name, pc->mirror.dev->name,
 		       pc->meta.n_blocks, pc->block_size);
@@ -272,6 +438,7 @@ int pmc_mirror_start(struct pmemcache *pc, const struct pmc_origin_id *oid)
 		if (pc->mirror.plan.mark_alone)
 			pmc_mirror_mark_alone(&h[from]);
 		pmc_meta_use_halves(&pc->meta, h[from].base, NULL);
+		pc->mirror.reads = 1;
 		pmc_health_set(pc, PMC_H_MIRROR_DEGRADED, 0);
 		DMINFO("%s: mirror: running on this half alone, generation %llu",
 		       pc->pmem_dev->name, h[from].info.generation);
@@ -281,20 +448,23 @@ int pmc_mirror_start(struct pmemcache *pc, const struct pmc_origin_id *oid)
 	buf = kvmalloc(PMC_MIRROR_CHUNK, GFP_KERNEL);
 	if (!buf)
 		return -ENOMEM;
-	r = 0;
 	if (pc->mirror.plan.action == PMC_MIRROR_BOTH)
 		r = pmc_mirror_differ(pc, buf);
 	else
 		r = 1;
 	if (r > 0) {
-		DMINFO("%s: mirror: copying the half on %s to %s",
-		       pc->pmem_dev->name,
-		       from ? pc->mirror.dev->name : pc->pmem_dev->name,
-		       from ? pc->pmem_dev->name : pc->mirror.dev->name);
-		pmc_mirror_resync_begin(&h[from], &h[from ^ 1],
-					pc->meta.cache_uuid);	/* R1, R2 */
-		r = pmc_mirror_copy(pc, from, buf);
-		if (!r)
+		pos = pmc_mirror_resync_begin(&h[from], &h[from ^ 1],
+					      pc->meta.cache_uuid);	/* R1, R2 */
+		/* in sync but for a cut's stores: those records and their data */
+		if (pc->mirror.plan.action == PMC_MIRROR_BOTH) {
+			pos = n;
+			DMINFO("%s: mirror: copying the half on %s to %s: records a cut left",
+			       pc->pmem_dev->name,
+			       from ? pc->mirror.dev->name : pc->pmem_dev->name,
+			       from ? pc->pmem_dev->name : pc->mirror.dev->name);
+		}
+		r = pmc_mirror_copy_records(pc, from, pos, buf);
+		if (!r && pos >= n)
 			pmc_mirror_resync_end(&h[from], &h[from ^ 1]);	/* R4, R5 */
 	}
 	kvfree(buf);
@@ -303,8 +473,11 @@ int pmc_mirror_start(struct pmemcache *pc, const struct pmc_origin_id *oid)
 		      pc->pmem_dev->name);
 		return r;
 	}
-	/* Both halves equal: run on half 0 (pfns, badblocks), store to both. */
+	/* Both halves take every store; reads and pfns from half 0. */
 	pmc_meta_use_halves(&pc->meta, pc->kaddr, pc->mirror.kaddr);
+	pc->mirror.reads = 3;
+	if (pos < n)
+		return pmc_mirror_resync_prepare(pc, from, pos);
 	return 0;
 }
 
@@ -331,12 +504,20 @@ bool pmc_mirror_lose(struct pmemcache *pc)
 		lost |= 1;
 	if ((live & 2) && !dax_alive(mr->dax))
 		lost |= 2;
+	cur = (live & ~lost) == 2;
+	/* the half being copied to is no cache on its own */
+	if (lost && mr->syncing && cur != mr->holder)
+		lost = live;
 	if (lost && lost != live) {
-		cur = (live & ~lost) == 2;
 		pmc_mirror_mark_alone(&mr->h[cur]);	/* M1, fenced */
 		if (cur)
 			WRITE_ONCE(pc->pfn, mr->pfn);
+		WRITE_ONCE(mr->reads, 1U << cur);
 		pmc_meta_drop_half(&pc->meta, cur ^ 1);
+		if (mr->syncing) {
+			WRITE_ONCE(mr->syncing, false);
+			pmc_health_clear(pc, PMC_H_MIRROR_RESYNC);
+		}
 		pmc_health_set(pc, PMC_H_MIRROR_DEGRADED, -ENXIO);
 		DMERR("%s: mirror: lost the half on %s: running on %s alone, generation %llu",
 		      pc->pmem_dev->name,
@@ -433,10 +614,25 @@ static void pmc_mirror_heal_work(struct work_struct *work)
 			     pc->pmem_dev->name, healed);
 }
 
-void pmc_mirror_heal_init(struct pmemcache *pc)
+void pmc_mirror_init(struct pmemcache *pc)
 {
+	spin_lock_init(&pc->mirror.lose_lock);
 	spin_lock_init(&pc->mirror.heal_lock);
 	INIT_WORK(&pc->mirror.heal_work, pmc_mirror_heal_work);
+	INIT_DELAYED_WORK(&pc->mirror.resync_work, pmc_mirror_resync_work);
+}
+
+/* Suspend and destructor: no copy runs once this returns. */
+void pmc_mirror_stop(struct pmemcache *pc)
+{
+	cancel_delayed_work_sync(&pc->mirror.resync_work);
+}
+
+void pmc_mirror_exit(struct pmemcache *pc)
+{
+	pmc_mirror_stop(pc);
+	kfree(pc->mirror.resync_buf);
+	pc->mirror.resync_buf = NULL;
 }
 
 /* Any context: @slot met a media error on the half reads use. */

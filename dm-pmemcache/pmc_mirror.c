@@ -273,12 +273,13 @@ void pmc_mirror_mark_alone(struct pmc_mirror_half *cur)
 	pmc_mirror_store(cur, &st);	/* M1 */
 }
 
-void pmc_mirror_resync_begin(struct pmc_mirror_half *cur,
-			     struct pmc_mirror_half *tgt,
-			     const u8 pair_uuid[16])
+u64 pmc_mirror_resync_begin(struct pmc_mirror_half *cur,
+			    struct pmc_mirror_half *tgt,
+			    const u8 pair_uuid[16])
 {
 	struct pmc_mirror_state st;
 	u8 tgt_uuid[16];
+	u64 pos = 0;
 
 	if (tgt->has_info && pmc_uuid_eq(tgt->info.pair_uuid, pair_uuid))
 		memcpy(tgt_uuid, tgt->info.half_uuid, 16);
@@ -302,6 +303,16 @@ void pmc_mirror_resync_begin(struct pmc_mirror_half *cur,
 		pmc_mirror_store(cur, &st);
 	}
 
+	/*
+	 * The same copy again: the slots below its R3 mark stay copied
+	 * (every store since went to both halves; what a cut or a run alone
+	 * changed there changed a record too, and the start copies those).
+	 */
+	if (tgt->has_info && (tgt->info.flags & PMC_MIRROR_RESYNCING) &&
+	    pmc_uuid_eq(tgt->info.pair_uuid, pair_uuid) &&
+	    pmc_uuid_eq(tgt->info.partner_uuid, cur->info.half_uuid))
+		pos = tgt->info.resync_pos;
+
 	/* R2: the target is no cache on its own until R5. */
 	memset(&st, 0, sizeof(st));
 	memcpy(st.pair_uuid, pair_uuid, 16);
@@ -309,7 +320,9 @@ void pmc_mirror_resync_begin(struct pmc_mirror_half *cur,
 	memcpy(st.partner_uuid, cur->info.half_uuid, 16);
 	st.generation = cur->info.generation;
 	st.flags = PMC_MIRROR_RESYNCING;
+	st.resync_pos = pos;
 	pmc_mirror_store(tgt, &st);
+	return pos;
 }
 
 void pmc_mirror_resync_progress(struct pmc_mirror_half *tgt, u64 pos)

@@ -87,10 +87,12 @@ void pmc_mirror_mark_alone(struct pmc_mirror_half *cur);
 
 /*
  * R1, R2: start copying @cur to @tgt.  @cur records @tgt as its stale
- * partner, then @tgt is marked RESYNCING at position 0.  A half without
- * info gets a random identity; @pair_uuid is the cache's.
+ * partner, then @tgt is marked RESYNCING.  A half without info gets a
+ * random identity; @pair_uuid is the cache's.  Returns the position the
+ * copy resumes from: @tgt's R3 mark if it was already being copied from
+ * @cur (a cut or a reload stopped it), else 0.
  */
-void pmc_mirror_resync_begin(struct pmc_mirror_half *cur,
+u64 pmc_mirror_resync_begin(struct pmc_mirror_half *cur,
 			     struct pmc_mirror_half *tgt,
 			     const u8 pair_uuid[16]);
 

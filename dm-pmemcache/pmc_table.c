@@ -20,6 +20,8 @@ const struct pmc_tunable pmc_tunables[PMC_NR_TUNABLES] = {
 			      "Invalid full_wait (0-60000 ms)", true },
 	[PMC_T_SEQ_BYPASS] = { "seq_bypass", 0, 1048576,
 			       "Invalid seq_bypass (0-1048576 KiB)", true },
+	[PMC_T_RESYNC_RATE] = { "resync_rate", 0, 1048576,
+				"Invalid resync_rate (0-1048576 MiB/s, 0: no limit)", true },
 };
 
 int pmc_tunable_find(const char *name)

@@ -33,6 +33,7 @@ enum pmc_tunable_id {
 	PMC_T_STRIPE,
 	PMC_T_FULL_WAIT,
 	PMC_T_SEQ_BYPASS,
+	PMC_T_RESYNC_RATE,	/* a mirror's online copy, MiB/s */
 	PMC_NR_TUNABLES,
 };
 
@@ -46,7 +47,7 @@ struct pmc_tunable {
 
 extern const struct pmc_tunable pmc_tunables[PMC_NR_TUNABLES];
 
-/* Words of all features together: 9 with a value, 4 without. */
+/* Words of all features together: 10 with a value, 4 without. */
 #define PMC_MAX_FEATURE_ARGS	(2 * PMC_NR_TUNABLES + 2 + 2 + 4)
 
 /*

@@ -75,7 +75,7 @@ bool pmc_pmem_range_bad(struct pmemcache *pc, u64 byte_off, u32 len)
 const u8 *pmc_mirror_other_copy(struct pmemcache *pc, unsigned int h,
 				u64 byte_off, u32 len)
 {
-	if (READ_ONCE(pc->meta.live) != 3 ||
+	if (READ_ONCE(pc->mirror.reads) != 3 ||
 	    pmc_half_range_bad(pc, h ^ 1, byte_off, len))
 		return NULL;
 	return h ? pc->meta.half[0] : pc->meta.half[1];

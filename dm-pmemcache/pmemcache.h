@@ -44,6 +44,7 @@ enum pmc_health_bit {
 	PMC_H_FULL,
 	PMC_H_PMEM_GONE,
 	PMC_H_MIRROR_DEGRADED,
+	PMC_H_MIRROR_RESYNC,
 	PMC_H_NR
 };
 
@@ -121,13 +122,25 @@ struct pmc_mirror_dev {
 	u64 bytes;		/* its size, whole pages */
 	struct pmc_mirror_half h[2];	/* 0: pmem_dev, 1: dev (mirror.c) */
 	struct pmc_mirror_plan plan;
-	spinlock_t lose_lock;	/* one pmc_mirror_lose() at a time */
+	spinlock_t lose_lock;	/* pmc_mirror_lose(), and R3..R5 of a copy */
 	/* blocks whose copy on the half reads use is bad, to heal */
 	spinlock_t heal_lock;
 	unsigned int n_heal;
 	u32 heal_slot[PMC_HEAL_MAX];
 	u64 heal_v[PMC_HEAL_MAX];	/* the slot word when read */
 	struct work_struct heal_work;
+	/* halves reads, badblocks checks and writeback use: bit i, half i */
+	unsigned int reads;
+	pfn_t pfn0;		/* pfn of half 0's byte 0 */
+	/* online resync (mirror.c): copying half @holder to the other */
+	bool syncing;
+	u32 holder;
+	u64 resync_next;	/* the next slot to copy */
+	u64 resync_mark;	/* the target's R3 mark */
+	unsigned long resync_t0;
+	unsigned int resync_rate;	/* MiB/s, 0: no limit (a tunable) */
+	u8 *resync_buf;
+	struct delayed_work resync_work;
 };
 
 struct pmemcache {
@@ -336,7 +349,7 @@ static __always_inline int pmc_read_either_half(struct pmemcache *pc, u32 slot,
 						int (*copy)(void *ctx, const u8 *half),
 						void *ctx)
 {
-	unsigned int live = READ_ONCE(pc->meta.live);
+	unsigned int live = READ_ONCE(pc->mirror.reads);
 	unsigned int h = live == 3 ? slot & 1 : live == 2;
 	const u8 *other;
 
@@ -427,7 +440,10 @@ int pmc_mirror_check(struct pmemcache *pc, u8 **base, char **error);
 int pmc_mirror_refuse_half(struct pmemcache *pc, char **error);
 int pmc_mirror_start(struct pmemcache *pc, const struct pmc_origin_id *oid);
 bool pmc_mirror_lose(struct pmemcache *pc);
-void pmc_mirror_heal_init(struct pmemcache *pc);
+void pmc_mirror_init(struct pmemcache *pc);
+void pmc_mirror_stop(struct pmemcache *pc);
+void pmc_mirror_exit(struct pmemcache *pc);
+void pmc_mirror_resync_kick(struct pmemcache *pc);
 
 /* recovery.c */
 int pmc_load_check(struct pmemcache *pc, char **error);

@@ -24,6 +24,7 @@ static const size_t pmc_tunable_off[PMC_NR_TUNABLES] = {
 	[PMC_T_STRIPE] = offsetof(struct pmemcache, stripe_cfg),
 	[PMC_T_FULL_WAIT] = offsetof(struct pmemcache, full_wait_ms),
 	[PMC_T_SEQ_BYPASS] = offsetof(struct pmemcache, seq_bypass_kb),
+	[PMC_T_RESYNC_RATE] = offsetof(struct pmemcache, mirror.resync_rate),
 };
 
 static unsigned int *pmc_tunable_ptr(struct pmemcache *pc, unsigned int i)
@@ -167,6 +168,7 @@ static void pmc_dtr(struct dm_target *ti)
 	pmc_live_del(pc);
 	if (pc->wq)
 		pmc_writeback_stop(pc);
+	pmc_mirror_exit(pc);
 	if (pc->kaddr)
 		pmem_wmb();
 	pmc_writeback_exit(pc);
@@ -214,8 +216,7 @@ static int pmc_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	pc->full_wait_ms = PMC_DEF_FULL_WAIT_MS;
 	pc->route = PMC_ROUTE_AUTO;
 	spin_lock_init(&pc->free_lock);
-	spin_lock_init(&pc->mirror.lose_lock);
-	pmc_mirror_heal_init(pc);
+	pmc_mirror_init(pc);
 	init_waitqueue_head(&pc->free_wait);
 	mutex_init(&pc->evict_lock);
 
@@ -375,9 +376,11 @@ static void pmc_status(struct dm_target *ti, status_type_t type,
 		       atomic64_read(&s->wb_flushes),
 		       atomic64_read(&s->full_waits),
 		       atomic64_read(&s->full_around));
-		DMEMIT("%lld %lld %llu %lld ", atomic64_read(&s->full_through),
+		DMEMIT("%lld %lld %llu %lld %llu ", atomic64_read(&s->full_through),
 		       atomic64_read(&s->full_timeouts), bad,
-		       atomic64_read(&s->mirror_reads));
+		       atomic64_read(&s->mirror_reads),
+		       READ_ONCE(pc->mirror.syncing) ?
+		       n - min(n, READ_ONCE(pc->mirror.resync_next)) : 0);
 		pmc_health_emit(pc, result, maxlen, &sz);
 		break;
 	case STATUSTYPE_TABLE:
@@ -466,6 +469,8 @@ static int pmc_message_tunable(struct pmemcache *pc, unsigned int argc,
 		DMINFO("stripe_blocks takes effect at the next resume");
 	if (t == PMC_T_MAX_AGE)
 		pmc_writeback_age_changed(pc);
+	if (t == PMC_T_RESYNC_RATE)
+		pmc_mirror_resync_kick(pc);
 	pmc_writeback_kick(pc);
 	return 0;
 }
@@ -510,6 +515,7 @@ static void pmc_postsuspend(struct dm_target *ti)
 	if (pc->flush_on_suspend && pmc_writeback_all(pc))
 		DMWARN("flush_on_suspend: dirty blocks remain in pmem");
 	pmc_writeback_stop(pc);
+	pmc_mirror_stop(pc);
 }
 
 static int pmc_preresume(struct dm_target *ti)
@@ -534,6 +540,7 @@ static int pmc_preresume(struct dm_target *ti)
 static void pmc_resume(struct dm_target *ti)
 {
 	pmc_writeback_start(ti->private);
+	pmc_mirror_resync_kick(ti->private);
 }
 
 static int pmc_iterate_devices(struct dm_target *ti,

@@ -50,6 +50,7 @@ FEATURES = {
     "high_watermark": (0, 100), "low_watermark": (0, 100),
     "writeback_jobs": (1, 65536), "max_age": (0, 86400000),
     "stripe_blocks": (0, 4096), "full_wait": (0, 60000), "seq_bypass": (0, 1048576),
+    "resync_rate": (0, 1048576),
     "writeback": None, "flush_on_suspend": None, "cleaner": None, "format": None,
 }
 WB_MODES = ["pfn", "bounce", "auto"]

@@ -167,8 +167,8 @@ def test_a_media_error_on_one_half_is_read_from_the_other_and_healed(vm):
 
 def test_reading_the_poisoned_half_alone_is_caught(vm, tmp_path):
     """The mutant: no second copy offered (as with one device)."""
-    ko = build_mutant(tmp_path, "\tif (READ_ONCE(pc->meta.live) != 3 ||\n",
-                      "\tif (1 || READ_ONCE(pc->meta.live) != 3 ||\n", "pmem.c")
+    ko = build_mutant(tmp_path, "\tif (READ_ONCE(pc->mirror.reads) != 3 ||\n",
+                      "\tif (1 || READ_ONCE(pc->mirror.reads) != 3 ||\n", "pmem.c")
     use_module(vm, ko)
     res = run(vm, READ_FIRST)
     s2 = status(res, 2)

@@ -568,7 +568,7 @@ def test_windowed_reads_run_clean_under_valgrind(tool, shm_path):
 
 
 STATUS = ("0 2097152 pmemcache 65536 100 65000 436 50 2 10 7 200 0 3 9 0 0 150 614400 0 0 0 "
-          "12.1 bounce - 0 29491 48 2 5 1 0 0 0 3 0 ok")
+          "12.1 bounce - 0 29491 48 2 5 1 0 0 0 3 0 0 ok")
 TABLE = "0 2097152 pmemcache 9:0 259:0 4096 4 high_watermark 60 low_watermark 40"
 
 STATUS_KEYS = {
@@ -586,7 +586,7 @@ STATUS_KEYS = {
     "wb_rate_blocks_per_sec": int, "wb_target_dirty": int, "stripe_blocks": int,
     "wb_full_stripes": int, "wb_flushes": int, "full_waits": int, "full_around": int,
     "full_through": int, "full_timeouts": int, "bad_slots": int, "mirror_reads": int,
-    "health": str,
+    "resync_left": int, "health": str,
     "dm_uuid": (str, type(None)),
 }
 
@@ -616,7 +616,7 @@ def test_status_json_schema_from_a_captured_line(tool):
     assert j["wb_target_dirty"] == 29491 and j["stripe_blocks"] == 48
     assert j["wb_full_stripes"] == 2 and j["wb_flushes"] == 5 and j["full_waits"] == 1
     assert j["full_through"] == 0 and j["full_timeouts"] == 0 and j["bad_slots"] == 3
-    assert j["mirror_reads"] == 0 and j["health"] == "ok"
+    assert j["mirror_reads"] == 0 and j["resync_left"] == 0 and j["health"] == "ok"
 
 
 def test_status_shows_the_dm_uuid(tool):
@@ -650,7 +650,7 @@ def test_human_status_from_a_captured_line(tool):
 
 # ----------------------------------------- columns through dm_report --
 CAPTURED = ("--status-line", STATUS, "--table-line", TABLE)
-STATUS_BAD = STATUS[:-len(" 3 0 ok")] + " 3 0 origin_failing,full"
+STATUS_BAD = STATUS[:-len(" 3 0 0 ok")] + " 3 0 0 origin_failing,full"
 UUID = "PMEMCACHE-01234567-89ab-cdef-0001-0203040506ff"
 
 
@@ -820,7 +820,9 @@ def test_set_help_lists_every_key_of_the_tool_and_the_man_page(tool):
     # cleaner message
     table = (REPO / "dm-pmemcache/pmc_table.c").read_text()
     live = re.findall(r'\] = \{ "(\w+)",[^}]*?(true|false) \}', table, re.S)
-    assert len(live) == 7 and {k for k, l in live} | {"cleaner"} <= set(keys), keys
+    enum = (REPO / "dm-pmemcache/pmc_table.h").read_text()
+    n_tunables = len(re.findall(r"^\tPMC_T_\w+,", enum, re.M))
+    assert len(live) == n_tunables and {k for k, l in live} | {"cleaner"} <= set(keys), keys
     for k, l in live:       # the tunables no message changes: refused by the tool
         line = re.search(r"^  %s .*$" % k, p.stdout, re.M).group(0)
         assert ("set by the table only" in line) == (l == "false"), line

@@ -10,11 +10,13 @@
  * with "mirror -": device-mapper keeps a held disk's holder link, and a
  * new disk of the same name (the NVDIMM's namespace back) cannot get its
  * own while it stays.  The resume that swaps the new table in copies the
- * survivor to the new half (resync
- * R1..R5, docs/format.md) before the device takes I/O again: I/O waits
- * for the copy (no online resync yet).  The module decides what may be
- * copied over (a blank device, or a stale half of this cache) and its
- * one line is what the user sees if it refuses.
+ * survivor's records to the new half (resync R1..R5, docs/format.md),
+ * then the device takes I/O again while the module copies the data
+ * online (status: resync_left, health mirror_resync); replace waits for
+ * that copy with progress on stderr, or returns at once with --no-wait.
+ * The module decides what may be copied over (a blank device, or a stale
+ * half of this cache) and its one line is what the user sees if it
+ * refuses.
  */
 #define _DEFAULT_SOURCE
 #include <errno.h>
@@ -80,9 +82,53 @@ static bool swap_table(const char *name, uint64_t len, const char *table)
 	return true;
 }
 
-static int replace(const char *name, const char *dev)
+/* The status of @name in @s: 0, or EXIT_DM after one line. */
+static int read_status(const char *name, struct pmc_status *s)
 {
-	char first[64], mirror[64], neu[32], alone[1024], table[1024], health[64] = "?";
+	uint64_t len;
+	char *params;
+	int bad;
+
+	if (pmctl_dm_get(DM_DEVICE_STATUS, name, &len, &params))
+		return EXIT_DM;
+	bad = pmc_status_parse(params, s);
+	free(params);
+	if (bad) {
+		err("%s: status not understood (another target version?)", name);
+		return EXIT_DM;
+	}
+	return 0;
+}
+
+/*
+ * Until the online copy ended (health without mirror_resync), progress on
+ * stderr.  Ctrl-C stops the wait, not the copy.
+ */
+static int wait_copy(const char *name, struct pmc_status *s)
+{
+	bool tty = isatty(STDERR_FILENO);
+	uint64_t last = UINT64_MAX;
+	double shown = 0;
+	int r;
+
+	while (!(r = read_status(name, s)) && strstr(s->health, "mirror_resync")) {
+		if (s->resync_left != last && pmctl_now_s() - shown >= (tty ? 0.25 : 1.0)) {
+			fprintf(stderr, "%s: copying: %llu of %llu blocks left%s", name,
+				(unsigned long long)s->resync_left,
+				(unsigned long long)s->blocks, tty ? "   \r" : "\n");
+			last = s->resync_left;
+			shown = pmctl_now_s();
+		}
+		usleep(100000);
+	}
+	if (tty && last != UINT64_MAX)
+		fputc('\n', stderr);
+	return r;
+}
+
+static int replace(const char *name, const char *dev, bool wait)
+{
+	char first[64], mirror[64], neu[32], alone[1024], table[1024];
 	const char *survivor, *lost;
 	struct pmc_status s;
 	uint64_t len;
@@ -118,21 +164,30 @@ static int replace(const char *name, const char *dev)
 		err("%s: %s is the half that holds the cache", name, dev);
 		return EXIT_USAGE;
 	}
-	printf("%s: replacing the lost half %s by %s: the resume copies %s to it, "
-	       "I/O waits meanwhile\n", name, lost, dev, survivor);
+	printf("%s: replacing the lost half %s by %s: copied from %s while I/O goes on\n",
+	       name, lost, dev, survivor);
 	fflush(stdout);
 	if (strcmp(lost, "-") && !swap_table(name, len, alone))
 		return EXIT_DM;
 	t0 = pmctl_now_s();
 	if (!swap_table(name, len, table))
 		return EXIT_DM;
-	if (!pmctl_dm_get(DM_DEVICE_STATUS, name, &len, &params)) {
-		if (!pmc_status_parse(params, &s))
-			snprintf(health, sizeof(health), "%s", s.health);
-		free(params);
+	r = wait ? wait_copy(name, &s) : read_status(name, &s);
+	if (r)
+		return r;
+	if (strstr(s.health, "mirror_resync")) {
+		printf("%s: %s is its second half, being copied (%llu of %llu blocks left: "
+		       "see status), health %s\n", name, dev,
+		       (unsigned long long)s.resync_left, (unsigned long long)s.blocks, s.health);
+		return EXIT_OK;
+	}
+	if (strstr(s.health, "mirror_degraded")) {
+		err("%s: the copy to %s stopped (see the kernel log): health %s", name, dev,
+		    s.health);
+		return EXIT_IO;
 	}
 	printf("%s: %s is its second half again (copied in %.1f s), health %s\n", name, dev,
-	       pmctl_now_s() - t0, health);
+	       pmctl_now_s() - t0, s.health);
 	return EXIT_OK;
 }
 
@@ -140,16 +195,21 @@ int cmd_replace(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "cache", required_argument, NULL, 'c' },
+		{ "no-wait", no_argument, NULL, 'W' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *dev = NULL;
+	bool wait = true;
 	int c, r;
 
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":c:", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":c:W", opts, NULL)) != -1) {
 		switch (c) {
 		case 'c':
 			dev = optarg;
+			break;
+		case 'W':
+			wait = false;
 			break;
 		default:
 			return bad_option(c, argv, "replace");
@@ -160,5 +220,5 @@ int cmd_replace(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	r = pmctl_dm_setup();
-	return r ? r : replace(argv[optind], dev);
+	return r ? r : replace(argv[optind], dev, wait);
 }

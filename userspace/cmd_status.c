@@ -76,6 +76,10 @@ static void status_human(const char *name, const char *dm_uuid,
 	if (st->mirror_reads)
 		printf("  %-18s %llu media errors of one half read from the other\n",
 		       "mirror", (unsigned long long)st->mirror_reads);
+	if (st->resync_left)
+		printf("  %-18s %llu of %llu blocks left to copy to a half\n",
+		       "resync", (unsigned long long)st->resync_left,
+		       (unsigned long long)st->blocks);
 	printf("  %-18s %llu writeback, %llu media, %llu pfn refused\n", "errors",
 	       (unsigned long long)st->wb_errors, (unsigned long long)st->media_errors,
 	       (unsigned long long)st->wb_notsupp);

@@ -129,16 +129,19 @@ static const struct command commands[] = {
 	  "                      after SEC seconds (default 0: no limit)\n"
 	  "  -q, --quiet         no progress lines on stderr\n" },
 	{ "replace", cmd_replace, "give a mirrored cache a new half for a lost one",
-	  "usage: pmemcachectl replace NAME --cache PMEMDEV\n"
+	  "usage: pmemcachectl replace NAME --cache PMEMDEV [--no-wait]\n"
 	  "\n"
 	  "NAME is a mirrored cache that lost a half (\"mirror -\", or a namespace\n"
 	  "gone while it ran).  Reload its table with the surviving half first and\n"
-	  "PMEMDEV (blank, or the old half back) as its mirror: the resume copies\n"
-	  "the survivor to PMEMDEV, while I/O waits, and the cache is redundant\n"
-	  "again.\n"
+	  "PMEMDEV (blank, or the old half back) as its mirror: the module copies\n"
+	  "the survivor to PMEMDEV while I/O goes on (set resync_rate to limit it),\n"
+	  "and the cache is redundant again when the copy ends.  replace waits for\n"
+	  "that, with progress on stderr (Ctrl-C stops the wait, not the copy).\n"
 	  "  -c, --cache PMEMDEV   the new half\n"
+	  "  -W, --no-wait         return once the copy runs (see status: resync)\n"
 	  "Exit: 0 replaced, 1 usage, 2 nothing to replace or no such device,\n"
-	  "      3 the kernel refused (its reason printed; the cache runs on).\n" },
+	  "      3 the kernel refused (its reason printed; the cache runs on),\n"
+	  "      8 the copy stopped (a media error on the survivor: see the log).\n" },
 	{ "set", cmd_set, "change a setting of a running cache device",
 	  "usage: pmemcachectl set NAME KEY VALUE\n"
 	  "\n"

@@ -134,6 +134,8 @@ static const struct dm_report_field_type fields[] = {
 	NUM(S(bad_slots), "bad_slots", "BAD_SLOTS", "Blocks out of use (pmem badblocks)."),
 	NUM(S(mirror_reads), "mirror_reads", "MIRROR_READS",
 	    "Media errors on one half served from the other."),
+	NUM(S(resync_left), "resync_left", "RESYNC_LEFT",
+	    "Blocks the online copy to a mirror half has yet to look at."),
 	{ 0, 0, 0, 0, "", "", NULL, NULL },
 };
 

@@ -29,6 +29,7 @@ struct pmc_status {
 	uint64_t full_waits, full_around, full_through, full_timeouts;
 	uint64_t bad_slots;
 	uint64_t mirror_reads;	/* media error on one half, read from the other */
+	uint64_t resync_left;	/* blocks a mirror's online copy has yet to look at */
 	char health[64];	/* "ok" or conditions, comma separated */
 };
 

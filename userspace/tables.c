@@ -30,6 +30,8 @@ const struct pmctl_key pmctl_keys[] = {
 	  "on: no new blocks cached, all dirty ones written back; off" },
 	{ "max_age", PMCTL_KEY_NUMBER,
 	  "ms after which a dirty block is written back (0: off; to 86400000)" },
+	{ "resync_rate", PMCTL_KEY_NUMBER,
+	  "MiB/s of a mirror's online copy to a half (0: no limit; to 1048576)" },
 	{ "writeback", PMCTL_KEY_TABLE_ONLY,
 	  "set by the table only (create --writeback)" },
 	{ "flush_on_suspend", PMCTL_KEY_TABLE_ONLY,

@@ -29,11 +29,25 @@ make_md() {
 }
 
 # dm_create NAME TABLE: create a dm device and make its /dev/mapper node
-# (there is no udev in the guest).
+# (there is no udev in the guest). A mirrored cache that copies a half
+# online is waited for: the tests use both halves as current.
 dm_create() {
 	dmsetup create --noudevsync "$1" --table "$2" || return 1
 	dmsetup mknodes "$1"
 	[ -b "/dev/mapper/$1" ] || die "no block device /dev/mapper/$1"
+	wait_resync "$1"
+}
+
+# wait_resync NAME [SECONDS]: until the online copy of a mirrored cache
+# ended (health without mirror_resync); fails the script after SECONDS.
+# (busybox sh has no "local": the name is its own, callers use $t and such)
+wait_resync() {
+	_resync_wait=${2:-300}
+	while dmsetup status "$1" | grep -q mirror_resync; do
+		_resync_wait=$((_resync_wait - 1))
+		[ $_resync_wait -ge 0 ] || die "resync of $1 still running"
+		sleep 1
+	done
 }
 
 # fio_verify DEV [fio args]: write then read back with crc32c checksums;

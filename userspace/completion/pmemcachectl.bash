@@ -69,11 +69,11 @@ _pmemcachectl()
 	set)
 		if [ "$COMP_CWORD" -eq 3 ]; then
 			COMPREPLY=($(compgen -W "high_watermark low_watermark writeback_jobs
-				stripe_blocks full_wait seq_bypass cleaner max_age" -- "$cur"))
+				stripe_blocks full_wait seq_bypass cleaner max_age resync_rate" -- "$cur"))
 			return
 		fi ;;
 	check) opts="--origin --mirror --json" ;;
-	replace) opts="--cache" ;;
+	replace) opts="--cache --no-wait" ;;
 	drain) opts="--mirror --degraded --dry-run --no-mark-clean --json" ;;
 	help)
 		COMPREPLY=($(compgen -W "$cmds" -- "$cur"))
