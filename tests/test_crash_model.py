@@ -73,6 +73,9 @@ def test_every_acknowledged_write_survives_crashes(crash_model, seed):
     assert r["wb_merged_writes"] > 0 and r["wb_no_memory"] > 0
     assert r["wb_unsent"] > 0 and r["wb_failed_writes"] > 0
     assert r["partial_reads"] > 0
+    # the mirror's heal: heals committed, heals queued by writeback's
+    # bounce copy (a look at a claimed, maybe STALE slot)
+    assert r["heals"] > 0 and r["wb_heals_queued"] > 0
     assert r["violations"] == 0, r["stderr"][-2000:]
     assert r["bad_states"] == 0
     assert r["rc"] == 0
