@@ -2790,6 +2790,58 @@ static void scenario_heal_in_writeback(void)
 	scenario_check(img_pool[0], "scenario heal in writeback, completed");
 }
 
+/*
+ * A heal whose fill stores half of the block into the fresh slot, then
+ * fails (the model's heal_fill_cb() when a read of the good copy meets a
+ * media error halfway).  pmc_write_heal() gives the fresh slot back, and a
+ * write of another block takes it at once, fenced and acknowledged.  The
+ * heal's CPU must have fenced its stores before giving the slot back: a
+ * non-temporal store of its that lands late would put garbage into the
+ * acknowledged write.  The random runs rarely fail a fill halfway and
+ * reuse the slot before the healing CPU fences again.
+ */
+static int heal_fill_half_then_fail(void *ctx, u8 *kaddr)
+{
+	const u8 *good = pmc_meta_data(&E.m, *(u32 *)ctx);
+	u32 i;
+
+	for (i = 0; i < SPB / 2; i++)
+		pmc_pmem_write(kaddr + i * PMC_SECTOR_SIZE,
+			       good + i * PMC_SECTOR_SIZE, PMC_SECTOR_SIZE,
+			       PMC_P_DATA);
+	return -EIO;
+}
+
+static void scenario_heal_fill_fails(void)
+{
+	u32 x, fresh;
+
+	world_reset();
+	cur_cpu = 0;
+	op_write(5 * SPB, SPB);			/* w1 in slot X */
+	x = pmc_index_lookup(&E.idx, 5);
+	fresh = E.idx.free_head;		/* the heal's fresh slot */
+	cur_cpu = 1;
+	if (x == PMC_NO_SLOT ||
+	    pmc_write_heal(&E, &E.m, &E.idx, x, E.idx.slot[x],
+			   heal_fill_half_then_fail, &x) != -EIO) {
+		scenario_skipped("heal-fill-fails");
+		return;
+	}
+	cur_cpu = 0;
+	op_write(7 * SPB, SPB);			/* w2 in the fresh slot, acked */
+	if (pmc_index_lookup(&E.idx, 7) != fresh) {
+		scenario_skipped("heal-fill-fails");
+		return;
+	}
+	/* every pending store lands, the heal's (CPU 1) last */
+	make_image(img_pool[0], E.pm.dur, E.pm.pend, E.pm.npend, pmem_size,
+		   IMG_ALL);
+	scenario_check(img_pool[0], "scenario heal fill fails");
+	cur_cpu = 1;
+	pmc_pmem_fence(PMC_P_DATA);
+}
+
 static void run_scenarios(void)
 {
 	scripted = 1;
@@ -2797,6 +2849,7 @@ static void run_scenarios(void)
 	scenario_discard_window();
 	scenario_evict_recheck();
 	scenario_heal_in_writeback();
+	scenario_heal_fill_fails();
 	scripted = 0;
 	cur_cpu = CPU_LOADER;
 }
