@@ -23,7 +23,7 @@ import sys
 
 import pytest
 
-from vm import build
+from vm import add_figure, build
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 HOST = os.path.join(HERE, "host")
@@ -82,8 +82,12 @@ def test_every_acknowledged_write_survives_crashes(crash_model, seed):
 
 
 @pytest.mark.parametrize("step", BROKEN_STEPS)
-def test_checker_catches_a_missing_flush_or_fence(crash_model, step):
+def test_checker_catches_a_missing_flush_or_fence(crash_model, step, figures):
     r = run_model(crash_model, "--ops", "1000", "--seed", "1", "--break", step)
+    caught = r["violations"] > 0 and r["rc"] == 1
+    # summed over the modes (and pytest -n workers)
+    add_figure(figures, "`--break` modes the checker must catch / caught", "%d / %d",
+               1, int(caught))
     assert r["crash_states"] + r["format_states"] > 0
     assert r["violations"] > 0, f"--break {step} was not caught"
     assert r["rc"] == 1
