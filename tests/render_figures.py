@@ -39,6 +39,79 @@ def cut_points(repo=REPO):
     return len(names) - 1
 
 
+def broken_modes(repo=REPO):
+    """The --break modes tests/test_crash_model.py runs."""
+    text = (repo / "tests/test_crash_model.py").read_text()
+    body = re.search(r"^BROKEN_STEPS = \[(.*?)\]", text, re.S | re.M).group(1)
+    return len(re.findall(r'"[\w-]+"', body))
+
+
+def host_mutant_counts(repo=REPO):
+    """What tests/host/mutants.py lists today: durability sites, policy
+    mutants, protocol bugs put back, and all the mutants
+    test_crash_model.py requires caught (the model's documented redundant
+    sites left out)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("pmc_mutants", repo / "tests/host/mutants.py")
+    m = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m)
+    n = (len(m.shared_sites()), len(m.policy_sites()), len(m.regression_sites()))
+    return {"sites": n[0], "policy": n[1], "bugs": n[2],
+            "all": sum(n) + len([s for s in m.model_sites() if not s[4]])}
+
+
+# Figures that every run gives about itself: never superseded.
+PER_RUN = ("kernel reports (", "boots booted again")
+
+
+def quantity(key):
+    """What a figure measures: its key up to the first " / " or ",", in
+    lower case without markup, and the key's parenthesised qualifiers
+    ("host mutants / caught / controls not caught" and "host mutants" are
+    one quantity; the `make test` and the long form of a figure are two)."""
+    k = key.replace("`", "")
+    quals = tuple(" ".join(q.lower().split()) for q in re.findall(r"\(([^)]*)\)", k))
+    head = re.split(r" / |,", re.sub(r"\([^)]*\)", "", k), maxsplit=1)[0]
+    return " ".join(head.lower().split()), quals
+
+
+def per_run(key):
+    return key.startswith(PER_RUN)
+
+
+def first_number(value):
+    m = re.search(r"\d[\d,]*", str(value))
+    return int(m.group(0).replace(",", "")) if m else None
+
+
+# Quantities the code counts today: (where, what, how many now).
+LIST = "`tests/host/mutants.py --list`"
+COUNTED = {
+    quantity("host mutants"):
+        (LIST, "host mutants", lambda repo: host_mutant_counts(repo)["all"]),
+    quantity("durability sites / mutants caught (shared code)"):
+        (LIST, "durability sites", lambda repo: host_mutant_counts(repo)["sites"]),
+    quantity("I/O policy mutants (pmc_wb.c, pmc_io.c, pmc_write.c) / caught"):
+        (LIST, "policy mutants", lambda repo: host_mutant_counts(repo)["policy"]),
+    quantity("fixed protocol bugs put back / caught"):
+        (LIST, "protocol bugs put back", lambda repo: host_mutant_counts(repo)["bugs"]),
+    quantity("`--break` modes the checker must catch / caught"):
+        ("`tests/test_crash_model.py`", "`--break` modes", broken_modes),
+}
+
+
+def counted_note(key, value, repo=REPO):
+    """"; X has N now" when a figure counted what the code counts
+    differently today (the run is older than the change), else ""."""
+    what = COUNTED.get(quantity(key))
+    if not what:
+        return ""
+    now = what[2](repo)
+    if first_number(value) == now:
+        return ""
+    return "; %s has %d %s now" % (what[0], now, what[1])
+
+
 def load_runs(folder=KEPT):
     """[(name, run)], oldest first (by date, then name)."""
     runs = [(p.stem, json.loads(p.read_text())) for p in sorted(Path(folder).glob("*.json"))]
@@ -68,14 +141,26 @@ def source(run, points):
     return text
 
 
-def render(runs, points):
+def newest(runs):
+    """{quantity: index of the newest run that gives it} (runs oldest first)."""
+    last = {}
+    for i, (_, run) in enumerate(runs):
+        for key in run["figures"]:
+            if not per_run(key):
+                last[quantity(key)] = i
+    return last
+
+
+def render(runs, points, repo=REPO):
     """The generated section, markers included."""
     out = [BEGIN,
            "Rendered by `/usr/bin/python3 tests/render_figures.py` from the kept runs in "
            "`docs/figures/` (`--check` compares instead of writing): a run's JSON is the "
            "figures block pytest wrote (`PMC_FIGURES_OUT=docs/figures/NAME.json`), or, "
            "marked transcribed, figures copied from a run log that is not kept. Each figure "
-           "names its run.",
+           "names its run. A quantity that a newer kept run gives too is shown from the "
+           "newest only (the older figure stays in its JSON), and a count that the code has "
+           "changed since the run says what the code has now.",
            "",
            "| run | date | commit | kernel | command | source |",
            "|---|---|---|---|---|---|"]
@@ -86,11 +171,14 @@ def render(runs, points):
             cell(commit and (commit[:12] + (" (dirty tree)" if run.get("dirty") else ""))),
             cell(run["kernel"]), cell(run["command"]), cell(source(run, points))))
     out += ["", "| figure | last run | from |", "|---|---|---|"]
-    for name, run in runs:
+    last = newest(runs)
+    for i, (name, run) in enumerate(runs):
         frm = run.get("from", {})
         for key, value in run["figures"].items():
+            if not per_run(key) and last[quantity(key)] != i:
+                continue
             out.append("| %s | %s | %s |" % (
-                cell(key), cell(value),
+                cell(key), cell("%s%s" % (value, counted_note(key, value, repo))),
                 cell(("%s; run `%s`" % (frm[key], name)) if key in frm else "run `%s`" % name)))
     out.append(END)
     return "\n".join(out)
@@ -105,7 +193,7 @@ def splice(doc, section):
 
 
 def expected(doc_text, repo=REPO):
-    return splice(doc_text, render(load_runs(repo / "docs/figures"), cut_points(repo)))
+    return splice(doc_text, render(load_runs(repo / "docs/figures"), cut_points(repo), repo))
 
 
 def main():

@@ -397,6 +397,10 @@ def doc_constants():
         (rel, r"every mutant until one of (\d+) runs of (\d[\d,]*) operations catches it",
          (len(re.search(r'^QUICK_RUNS = .*for s in \(([\d, ]+)\)', source("tests/host/mutants.py"),
                         re.M).group(1).split(",")), quick[0])),
+        (rel, r"every mutant caught by each of (\d+) runs of (\d[\d,]*) operations",
+         (len(re.search(r'^LONG_RUNS = .*for s in \(([\d, ]+)\)', source("tests/host/mutants.py"),
+                        re.M).group(1).split(",")),
+          code("tests/host/mutants.py", r'^LONG_RUNS = \[\["--ops", "(\d+)"')[0])),
         (rel, r"long forms \(crash model `--ops (\d+)` and a 3-writer `--ops (\d+)`",
          code("tests/test_crash_model.py", r'"--ops", "(\d+)", "--seed", "7",.*?"--ops", "(\d+)", '
               r'"--seed", "8",\s*"--writers", "3"')),
@@ -501,6 +505,87 @@ def test_the_figures_table_is_rendered_from_the_kept_runs():
     want = render_figures.expected(doc)
     assert doc == want, "docs/reliability.md's figures section is not the rendered one: " \
         "run /usr/bin/python3 tests/render_figures.py (and keep figures in docs/figures/)"
+
+
+def figure_rows(doc):
+    """(figure, value) of each row of the figures table of a doc's text."""
+    import render_figures
+    section = doc.split(render_figures.BEGIN)[1].split(render_figures.END)[0]
+    rows, inside = [], False
+    for line in section.split("\n"):
+        if line.startswith("| figure | last run | from |"):
+            inside = True
+        elif inside and line.startswith("| ") and not line.startswith("|---"):
+            cells = [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line)[1:-1]]
+            rows.append((cells[0], cells[1]))
+    assert rows, "no figures table"
+    return rows
+
+
+def quantities_shown_twice(doc):
+    import render_figures
+    seen, twice = {}, []
+    for key, value in figure_rows(doc):
+        if render_figures.per_run(key):
+            continue
+        q = render_figures.quantity(key)
+        if q in seen:
+            twice.append("%r (%s) and %r (%s)" % (seen[q][0], seen[q][1], key, value))
+        seen[q] = (key, value)
+    return twice
+
+
+def test_the_figures_table_gives_each_quantity_once():
+    """A figure a newer run gives too (the hand-copied "host mutants
+    26 / 26" beside the generated "45, caught 45") must not be shown."""
+    twice = quantities_shown_twice(source("docs/reliability.md"))
+    assert not twice, "shown twice in the figures table:\n" + "\n".join(twice)
+
+
+def stale_counts(doc):
+    """Figures of counts the code has (host mutants, --break modes) that
+    neither match the code nor say what it has now."""
+    import render_figures
+    wrong = []
+    for key, value in figure_rows(doc):
+        what = render_figures.COUNTED.get(render_figures.quantity(key))
+        if not what:
+            continue
+        now = what[2](REPO)
+        if render_figures.first_number(value) != now and \
+                "%s has %d %s now" % (what[0], now, what[1]) not in value:
+            wrong.append("%s: %s (the code has %d)" % (key, value, now))
+    return wrong
+
+
+def test_counts_in_the_figures_table_are_the_codes_or_say_so():
+    wrong = stale_counts(source("docs/reliability.md"))
+    assert not wrong, "\n".join(wrong)
+
+
+def test_a_newer_run_supersedes_a_quantity_and_a_stale_count_says_so(tmp_path):
+    import json
+    import render_figures
+    old = {"date": "2026-12-06", "kernel": "product", "command": "x", "transcribed": "by hand",
+           "figures": {"host mutants / caught / controls not caught": "26 / 26 / 1 of 1",
+                       "kernel reports (product kernel)": "0 in 3 guest boots"}}
+    new = {"date": "2026-12-07", "kernel": "product", "command": "pytest", "exitstatus": 0,
+           "figures": {"host mutants": "45, caught 45",
+                       "kernel reports (product kernel)": "0 in 0 guest boots"}}
+    (tmp_path / "a.json").write_text(json.dumps(old))
+    (tmp_path / "b.json").write_text(json.dumps(new))
+    runs = render_figures.load_runs(tmp_path)
+    text = render_figures.render(runs, render_figures.cut_points(), REPO)
+    assert "26 / 26" not in text
+    now = render_figures.host_mutant_counts()["all"]
+    note = "" if now == 45 else "; `tests/host/mutants.py --list` has %d host mutants now" % now
+    assert "| host mutants | 45, caught 45%s | run `b` |" % note in text
+    # a figure every run gives about itself stays, once per run
+    assert text.count("| kernel reports (product kernel) |") == 2
+    # the older run alone: its figure is shown, with what the code has now
+    (tmp_path / "b.json").unlink()
+    text = render_figures.render(render_figures.load_runs(tmp_path), 17, REPO)
+    assert "26 / 26 / 1 of 1" in text and ("has %d host mutants now" % now) in text
 
 
 def test_a_run_at_other_cut_points_says_so(tmp_path):

@@ -1551,6 +1551,40 @@ bool pmc_env_wb_poisoned(struct pmemcache *pc, u32 slot)
 }
 
 /*
+ * mirror.c's heal queue (pmc_mirror_heal_later()): a slot and its slot
+ * word as it was when a read met a media error on one half.  Writeback's
+ * bounce copy (writeback.c: pmc_read_block() after the claim, no stripe
+ * lock held) reads a claimed slot that a write may have made STALE since:
+ * the word queued is then STALE and in writeback, and the heal must not
+ * commit that old copy over the newer one (pmc_write_heal()'s exclusion
+ * of a block whose writeback is in flight).
+ */
+#define HEAL_QUEUE	4
+static u32 heal_q_slot[HEAL_QUEUE];
+static u64 heal_q_v[HEAL_QUEUE];
+static u32 n_heal_q;
+static u64 n_wb_heals_queued;
+
+static void heal_later(u32 slot)
+{
+	u64 v = E.idx.slot[slot];
+	u32 i;
+
+	if (!(pmc_slot_flags(v) & PMC_SF_USED))
+		return;
+	for (i = 0; i < n_heal_q && heal_q_slot[i] != slot; i++)
+		;
+	if (i == n_heal_q && i < HEAL_QUEUE) {
+		heal_q_slot[i] = slot;
+		heal_q_v[i] = v;
+		n_heal_q++;
+	}
+}
+
+/* A directed scenario's interleaving before writeback's bounce copy. */
+static void (*wb_copy_hook)(void);
+
+/*
  * writeback.c pmc_env_wb_submit(): one origin write carries pmem's data
  * of the claimed blocks.  Now and then no memory for it (false), or it is
  * not sent after all (suspended, no bounce page): then it completes at
@@ -1583,6 +1617,27 @@ bool pmc_env_wb_submit(struct pmemcache *pc, const struct pmc_wb_cand *c,
 		n_wb_unsent++;
 		wbio_push(&dev_done, &n_dev_done, &cap_dev_done, w);
 		return true;
+	}
+	/*
+	 * Now and then a block goes by a bounce copy whose read meets a media
+	 * error on one half (a while after its claim: others run), and is
+	 * read from the other and queued to heal with its slot word as now.
+	 */
+	if (wb_copy_hook) {
+		void (*hook)(void) = wb_copy_hook;
+
+		wb_copy_hook = NULL;
+		hook();
+		heal_later(c[0].slot);
+	} else if (!scripted && rndn(16) == 0) {
+		for (k = 1 + rndn(4); k; k--)
+			yield(Y_OP);
+		b = rndn(n);
+		trace("bounce copy of slot %u block %llu: media error, heal queued (flags %x)",
+		      c[b].slot, (unsigned long long)pmc_slot_oblock(c[b].v),
+		      pmc_slot_flags(E.idx.slot[c[b].slot]));
+		heal_later(c[b].slot);
+		n_wb_heals_queued++;
 	}
 	for (b = 0; b < n; b++) {
 		struct pmc_wb_block *blk = &w->blk[b];
@@ -1878,12 +1933,23 @@ static u64 n_heals;
  */
 static void op_heal(void)
 {
-	u32 s = pmc_index_lookup(&E.idx, target_block()), i, bad = 0;
+	u32 s, i, bad = 0;
 	u64 v;
+	int r;
 
-	if (s == PMC_NO_SLOT)
-		return;
-	v = E.idx.slot[s];
+	if (n_heal_q) {
+		/* queued by writeback's bounce copy: maybe STALE by now */
+		i = rndn(n_heal_q);
+		s = heal_q_slot[i];
+		v = heal_q_v[i];
+		heal_q_slot[i] = heal_q_slot[--n_heal_q];
+		heal_q_v[i] = heal_q_v[n_heal_q];
+	} else {
+		s = pmc_index_lookup(&E.idx, target_block());
+		if (s == PMC_NO_SLOT)
+			return;
+		v = E.idx.slot[s];
+	}
 	for (i = 0; i < E.m.n_blocks; i++)
 		bad += !!(pmc_slot_flags(E.idx.slot[i]) & PMC_SF_BAD);
 	if (bad >= 2)
@@ -1896,8 +1962,10 @@ static void op_heal(void)
 	}
 	for (i = rndn(4); i; i--)
 		yield(Y_OP);
-	if (!pmc_write_heal(&E, &E.m, &E.idx, s, v, heal_fill_cb, &s))
-		n_heals++;
+	r = pmc_write_heal(&E, &E.m, &E.idx, s, v, heal_fill_cb, &s);
+	trace("heal slot %u block %llu flags %x: %d", s,
+	      (unsigned long long)pmc_slot_oblock(v), pmc_slot_flags(v), r);
+	n_heals += !r;
 }
 
 static void writer_op(void)
@@ -2398,6 +2466,7 @@ static void load_engine(void)
 	while (n_dev_done)
 		free(dev_done[--n_dev_done]);
 	n_org_pend = 0;
+	n_heal_q = 0;		/* the heal queue is in DRAM */
 }
 
 /* The blocks that have more than one live record in E.pm. */
@@ -2662,12 +2731,125 @@ static void scenario_evict_recheck(void)
 	scenario_check(img_pool[0], "scenario evict re-check");
 }
 
+/*
+ * Writeback claims block 5 (slot X) and, before its bounce copy of X is
+ * read, a write of block 5 is acknowledged (slot Y, WAITPREV; X STALE, its
+ * record FREE).  The bounce copy meets a media error on one half, reads
+ * the other and queues X to heal with its word as now: STALE, in
+ * writeback.  The heal work then runs while X's origin write is in
+ * flight.  pmc_write_heal() must refuse (its writeback exclusion): X's
+ * copy committed anew, with a higher seq, would bring the old data back
+ * over the acknowledged write.  The random runs rarely have a write
+ * between a claim and its bounce copy.
+ */
+static u32 heal_scen_slot;
+
+static void heal_window(void)
+{
+	int keep = cur_cpu;
+
+	cur_cpu = 0;
+	op_write(5 * SPB, SPB);			/* w2, acknowledged: X STALE */
+	cur_cpu = keep;
+}
+
+static void scenario_heal_in_writeback(void)
+{
+	u32 s;
+	u64 v;
+
+	world_reset();
+	cur_cpu = 0;
+	op_write(5 * SPB, SPB);			/* w1 in slot X */
+	heal_scen_slot = pmc_index_lookup(&E.idx, 5);
+	cur_cpu = 2;
+	wb_copy_hook = heal_window;
+	if (heal_scen_slot == PMC_NO_SLOT || wb_pass(16) != 1 || wb_copy_hook ||
+	    n_heal_q != 1 || heal_q_slot[0] != heal_scen_slot ||
+	    !(pmc_slot_flags(heal_q_v[0]) & PMC_SF_STALE)) {
+		wb_copy_hook = NULL;
+		scenario_skipped("heal-in-writeback");
+		return;
+	}
+	/* mirror.c's heal work, X's origin write still in flight */
+	cur_cpu = 1;
+	s = heal_q_slot[0];
+	v = heal_q_v[0];
+	n_heal_q = 0;
+	if (!pmc_write_heal(&E, &E.m, &E.idx, s, v, heal_fill_cb, &s))
+		n_heals++;
+	make_image(img_pool[0], E.pm.dur, E.pm.pend, E.pm.npend, pmem_size,
+		   IMG_NONE);
+	scenario_check(img_pool[0], "scenario heal in writeback");
+	/* X's write completes: X freed, Y written back later */
+	device_complete_one(1);
+	cur_cpu = 3;
+	wb_endio_work();
+	make_image(img_pool[0], E.pm.dur, E.pm.pend, E.pm.npend, pmem_size,
+		   IMG_NONE);
+	scenario_check(img_pool[0], "scenario heal in writeback, completed");
+}
+
+/*
+ * A heal whose fill stores half of the block into the fresh slot, then
+ * fails (the model's heal_fill_cb() when a read of the good copy meets a
+ * media error halfway).  pmc_write_heal() gives the fresh slot back, and a
+ * write of another block takes it at once, fenced and acknowledged.  The
+ * heal's CPU must have fenced its stores before giving the slot back: a
+ * non-temporal store of its that lands late would put garbage into the
+ * acknowledged write.  The random runs rarely fail a fill halfway and
+ * reuse the slot before the healing CPU fences again.
+ */
+static int heal_fill_half_then_fail(void *ctx, u8 *kaddr)
+{
+	const u8 *good = pmc_meta_data(&E.m, *(u32 *)ctx);
+	u32 i;
+
+	for (i = 0; i < SPB / 2; i++)
+		pmc_pmem_write(kaddr + i * PMC_SECTOR_SIZE,
+			       good + i * PMC_SECTOR_SIZE, PMC_SECTOR_SIZE,
+			       PMC_P_DATA);
+	return -EIO;
+}
+
+static void scenario_heal_fill_fails(void)
+{
+	u32 x, fresh;
+
+	world_reset();
+	cur_cpu = 0;
+	op_write(5 * SPB, SPB);			/* w1 in slot X */
+	x = pmc_index_lookup(&E.idx, 5);
+	fresh = E.idx.free_head;		/* the heal's fresh slot */
+	cur_cpu = 1;
+	if (x == PMC_NO_SLOT ||
+	    pmc_write_heal(&E, &E.m, &E.idx, x, E.idx.slot[x],
+			   heal_fill_half_then_fail, &x) != -EIO) {
+		scenario_skipped("heal-fill-fails");
+		return;
+	}
+	cur_cpu = 0;
+	op_write(7 * SPB, SPB);			/* w2 in the fresh slot, acked */
+	if (pmc_index_lookup(&E.idx, 7) != fresh) {
+		scenario_skipped("heal-fill-fails");
+		return;
+	}
+	/* every pending store lands, the heal's (CPU 1) last */
+	make_image(img_pool[0], E.pm.dur, E.pm.pend, E.pm.npend, pmem_size,
+		   IMG_ALL);
+	scenario_check(img_pool[0], "scenario heal fill fails");
+	cur_cpu = 1;
+	pmc_pmem_fence(PMC_P_DATA);
+}
+
 static void run_scenarios(void)
 {
 	scripted = 1;
 	scenario_torn_seq();
 	scenario_discard_window();
 	scenario_evict_recheck();
+	scenario_heal_in_writeback();
+	scenario_heal_fill_fails();
 	scripted = 0;
 	cur_cpu = CPU_LOADER;
 }
@@ -3046,10 +3228,11 @@ int main(int argc, char **argv)
 	printf("arounds=%llu throughs=%llu full_cache=%llu origin_write_failures=%llu\n",
 	       (unsigned long long)n_around, (unsigned long long)n_through,
 	       (unsigned long long)n_full, (unsigned long long)n_origin_failed);
-	printf("wb_merged_writes=%llu wb_no_memory=%llu wb_unsent=%llu wb_failed_writes=%llu partial_reads=%llu heals=%llu\n",
+	printf("wb_merged_writes=%llu wb_no_memory=%llu wb_unsent=%llu wb_failed_writes=%llu partial_reads=%llu heals=%llu wb_heals_queued=%llu\n",
 	       (unsigned long long)n_wb_merged, (unsigned long long)n_wb_nomem,
 	       (unsigned long long)n_wb_unsent, (unsigned long long)n_wb_failed,
-	       (unsigned long long)n_partial_reads, (unsigned long long)n_heals);
+	       (unsigned long long)n_partial_reads, (unsigned long long)n_heals,
+	       (unsigned long long)n_wb_heals_queued);
 	printf("crash_states=%llu format_states=%llu bad_states=%llu violations=%llu\n",
 	       (unsigned long long)n_states,
 	       (unsigned long long)n_format_states,

@@ -127,6 +127,14 @@ POLICY = [
     ("pmc_write.c", "a heal commits a block's old copy without the re-check of its slot",
      "\tif (idx->slot[slot] != v || pmc_env_through_busy(pc, oblock) ||\n",
      "\tif (pmc_env_through_busy(pc, oblock) ||\n"),
+    # ... nor a look at a copy whose writeback is in flight: writeback's
+    # bounce copy queues a slot a write or discard made STALE after the
+    # claim, and its old copy would be committed over the newer one
+    # (crash_model.c: scenario_heal_in_writeback())
+    ("pmc_write.c", "a heal commits a block's copy while its writeback is in flight (a STALE copy)",
+     "\tif (idx->slot[slot] != v || pmc_env_through_busy(pc, oblock) ||\n"
+     "\t    pmc_index_inflight(idx, oblock)) {\n",
+     "\tif (idx->slot[slot] != v || pmc_env_through_busy(pc, oblock)) {\n"),
     # st->around of a write through the cache, balanced but dropped too
     # early: writeback may then claim the dirty copy and send it while T1
     # is in flight (a mutant that only unbalances the count would be
