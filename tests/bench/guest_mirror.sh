@@ -177,9 +177,10 @@ while [ $r -le $RESYNC_REPEATS ]; do
 	echo "HOSTMARK load1-r$r"
 	echo "MB sys=resync r=$r single_load_s=$t1 single_load_dirty=$(field 2) single_load_free=$(field 3)"
 	dmsetup remove pc || die "remove (resync round $r)"
-	# what the copy writes to the blank half: the superblock area, a
-	# record and a block of data per live slot (mirror.c, pmc_mirror_copy())
-	BYTES=$(( 4096 + LIVE * (4096 + 32) ))
+	# what the copy writes to the blank half: the superblock area, every
+	# slot's record (each differs from a blank one) and a block of data per
+	# live slot (mirror.c: pmc_mirror_copy_records(), pmc_mirror_copy_slot())
+	BYTES=$(( 4096 + N * 32 + LIVE * 4096 ))
 	BYTES=$(( (BYTES + 4095) / 4096 * 4096 ))
 	echo "MB sys=resync r=$r live=$LIVE copy_bytes=$BYTES"
 	if [ $((r % 2)) = 1 ]; then
@@ -188,11 +189,13 @@ while [ $r -le $RESYNC_REPEATS ]; do
 	fi
 	echo "PROGRESS resync round $r: first load with mirror /dev/pmem1 (copy to the blank half)"
 	echo "HOSTMARK resync0-r$r"
+	echo "pmc-bench: first mirrored load r$r" > /dev/kmsg
 	t0=$(now)
+	# dm_create waits for the online copy to end (it polls once a second)
 	dm_create pc "$TABLE $(args mirror)" || die "create mirror (resync round $r)"
 	t1=$(since $t0)
 	echo "HOSTMARK resync1-r$r"
-	echo "MB sys=resync r=$r mirror_first_s=$t1 copy_t=$(klog_t 'mirror: copying the half on') loaded_t=$(klog_t ': loaded [0-9]* blocks') mirror_dirty=$(field 2) mirror_free=$(field 3) mirror_health=$(health)"
+	echo "MB sys=resync r=$r mirror_first_s=$t1 copy_t=$(klog_t "pmc-bench: first mirrored load r$r") loaded_t=$(klog_t 'mirror: copy done') mirror_dirty=$(field 2) mirror_free=$(field 3) mirror_health=$(health)"
 	dmesg | grep 'mirror: copying the half on' | tail -1 | sed 's/^\[[^]]*\] */MB_LOG /'
 	dmsetup remove pc || die "remove mirror (resync round $r)"
 	echo "PROGRESS resync round $r: the second load of the pair (halves in sync)"

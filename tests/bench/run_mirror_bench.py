@@ -20,8 +20,10 @@ rewrite of a dirty cached block.
 Part 2, resync rounds: pmem1 blanked (every byte), a single-device cache
 on pmem0 filled with dirty blocks (all but 1 MiB, below the watermark),
 its recovery load timed, then its first load with `mirror /dev/pmem1`,
-which copies it to the blank half (kernel line "mirror: copying the half
-on X to Y"); the copy's time is that create less the single-device
+which copies it to the blank half (the records at the resume, the data
+online: kernel lines "mirror: copying the half on X to Y online" and
+"mirror: copy done"); the copy's time is the kernel log from a line the
+script writes before the create to "copy done", less the single-device
 recovery load of the same cache.  Against it, dd copies the same number
 of bytes pmem0 -> pmem1 with O_DIRECT (1 MiB blocks; 4 KiB blocks too),
 before the resync in odd rounds and after it in even ones.
@@ -303,10 +305,10 @@ def resync_rounds(resync, pmem1_bytes=None, marks=None):
         x["mirror_health"] = v.get("mirror_health")
         x["wb_blocks_filled"] = num(v.get("wb_blocks_filled"))
         b = x["copy_bytes"]
-        if x["mirror_first_s"] is not None and x["single_load_s"] is not None:
-            x["copy_s"] = x["mirror_first_s"] - x["single_load_s"]
         if x["copy_t"] is not None and x["loaded_t"] is not None:
             x["log_s"] = x["loaded_t"] - x["copy_t"]
+        if x.get("log_s") is not None and x["single_load_s"] is not None:
+            x["copy_s"] = x["log_s"] - x["single_load_s"]
         for k in ("copy_s", "log_s", "mirror_first_s", "raw_s", "raw4k_s"):
             if b and x.get(k):
                 x[k.replace("_s", "") + "_mb_s"] = b / 1048576 / x[k]
@@ -655,12 +657,14 @@ def write_md(res):
           "on `/dev/pmem0` and filled with dirty blocks by sequential 1 MiB writes (all of it but "
           "the last MiB, so that it stays below high_watermark 100 and nothing is written back), "
           "removed, loaded again without `mirror` (the *recovery load*, timed), removed, and "
-          "loaded with `mirror /dev/pmem1`: its first resume copies the superblock area, and "
-          "per live slot its 4 KiB of data and its 32-byte record, to the blank half "
-          "(kernel line \"mirror: copying the half on X to Y\"), then recovers as the single "
-          "one did. The copy's time is that create less the recovery load; the kernel log "
-          "from the copying line to the \"loaded\" line (copy and recovery together) and the "
-          "whole create are upper bounds. Against it: `dd if=/dev/pmem0 of=/dev/pmem1 "
+          "loaded with `mirror /dev/pmem1`: its first resume copies the superblock area and "
+          "every slot's 32-byte record to the blank half and recovers as the single one did, "
+          "then the device takes I/O while the module copies the 4 KiB of data of every live "
+          "slot online (kernel lines \"mirror: copying the half on X to Y online\" and "
+          "\"mirror: copy done\"). The copy's time is the kernel log from a line the script "
+          "writes just before the create to \"copy done\", less the recovery load; that "
+          "interval (copy and recovery) and the whole create (the script polls the status "
+          "once a second for the end of the copy) are upper bounds. Against it: `dd if=/dev/pmem0 of=/dev/pmem1 "
           "bs=1M iflag=direct,count_bytes oflag=direct` of the same number of bytes (what the "
           "copy writes, rounded up to 4 KiB)%s, before the resync in odd rounds, after it in "
           "even ones. Then the pair is loaded once more (*pair reload*: both halves in sync, "
