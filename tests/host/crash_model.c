@@ -2574,6 +2574,17 @@ static int scenario_check(const u8 *img, const char *ctx)
 	return 1;
 }
 
+/*
+ * The crash image of the model's pmem now (@mode: which pending stores
+ * land, IMG_*), recovered and checked.
+ */
+static int scenario_cut(int mode, const char *ctx)
+{
+	make_image(img_pool[0], E.pm.dur, E.pm.pend, E.pm.npend, pmem_size,
+		   mode);
+	return scenario_check(img_pool[0], ctx);
+}
+
 /* The interleaving did not come about (a broken protocol changes it). */
 static void scenario_skipped(const char *name)
 {
@@ -2674,9 +2685,7 @@ static void scenario_discard_window(void)
 		scenario_skipped("discard-window");
 		return;
 	}
-	make_image(img_pool[0], E.pm.dur, E.pm.pend, E.pm.npend, pmem_size,
-		   IMG_NONE);
-	scenario_check(img_pool[0], "scenario discard window");
+	scenario_cut(IMG_NONE, "scenario discard window");
 	cur_cpu = 1;
 	if (freed != PMC_NO_SLOT)
 		free_slots(&freed, 1);
@@ -2726,9 +2735,7 @@ static void scenario_evict_recheck(void)
 	trylock_hook = evict_window;
 	evict_clean(16);
 	trylock_hook = NULL;
-	make_image(img_pool[0], E.pm.dur, E.pm.pend, E.pm.npend, pmem_size,
-		   IMG_NONE);
-	scenario_check(img_pool[0], "scenario evict re-check");
+	scenario_cut(IMG_NONE, "scenario evict re-check");
 }
 
 /*
@@ -2778,16 +2785,12 @@ static void scenario_heal_in_writeback(void)
 	n_heal_q = 0;
 	if (!pmc_write_heal(&E, &E.m, &E.idx, s, v, heal_fill_cb, &s))
 		n_heals++;
-	make_image(img_pool[0], E.pm.dur, E.pm.pend, E.pm.npend, pmem_size,
-		   IMG_NONE);
-	scenario_check(img_pool[0], "scenario heal in writeback");
+	scenario_cut(IMG_NONE, "scenario heal in writeback");
 	/* X's write completes: X freed, Y written back later */
 	device_complete_one(1);
 	cur_cpu = 3;
 	wb_endio_work();
-	make_image(img_pool[0], E.pm.dur, E.pm.pend, E.pm.npend, pmem_size,
-		   IMG_NONE);
-	scenario_check(img_pool[0], "scenario heal in writeback, completed");
+	scenario_cut(IMG_NONE, "scenario heal in writeback, completed");
 }
 
 /*
@@ -2835,9 +2838,7 @@ static void scenario_heal_fill_fails(void)
 		return;
 	}
 	/* every pending store lands, the heal's (CPU 1) last */
-	make_image(img_pool[0], E.pm.dur, E.pm.pend, E.pm.npend, pmem_size,
-		   IMG_ALL);
-	scenario_check(img_pool[0], "scenario heal fill fails");
+	scenario_cut(IMG_ALL, "scenario heal fill fails");
 	cur_cpu = 1;
 	pmc_pmem_fence(PMC_P_DATA);
 }
