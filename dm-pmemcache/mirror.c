@@ -219,6 +219,8 @@ static int pmc_mirror_copy_records(struct pmemcache *pc, u32 from, u64 pos,
 						    m->block_size, buf);
 			if (err)
 				return err;
+			/* as W2: the data durable before a record points at it */
+			pmc_pmem_fence(PMC_P_DATA);
 		}
 		pmc_pmem_write(dst + roff, &r, sizeof(r), PMC_P_MIRROR);
 		if (slot % 4096 == 0)
@@ -239,6 +241,7 @@ static void pmc_mirror_resync_done(struct pmemcache *pc)
 	WRITE_ONCE(pc->pfn, mr->pfn0);
 	WRITE_ONCE(mr->reads, 3);
 	WRITE_ONCE(mr->syncing, false);
+	mr->incomplete = 0;
 }
 
 /*
@@ -247,7 +250,7 @@ static void pmc_mirror_resync_done(struct pmemcache *pc)
  * the resync position on.  Under the read lock of the slot's stripe a
  * slot that still maps its block keeps its data (freeing a slot takes
  * the write lock); a slot taken anew since the start was written to both
- * halves.  @v: the slot word when looked at.  0 or -EIO (the holder's
+ * halves.  The bytes copied (0: nothing to copy), or -EIO (the holder's
  * copy is unreadable).
  */
 static int pmc_mirror_copy_slot(struct pmemcache *pc, u32 slot, u8 *buf)
@@ -268,9 +271,11 @@ static int pmc_mirror_copy_slot(struct pmemcache *pc, u32 slot, u8 *buf)
 	    PMC_SF_USED && pmc_slot_oblock(v) == ob) {
 		r = pmc_copy_from_pmem(buf, pc->mirror.h[from].base + off,
 				       pc->block_size);
-		if (!r)
+		if (!r) {
 			pmc_pmem_write(pc->mirror.h[from ^ 1].base + off, buf,
 				       pc->block_size, PMC_P_DATA);
+			r = pc->block_size;
+		}
 	}
 	up_read(&st->lock);
 	return r;
@@ -297,8 +302,12 @@ static void pmc_mirror_resync_work(struct work_struct *work)
 	id = pmc_pmem_enter(pc);
 	if (id < 0)
 		return;
-	for (; slot < end && READ_ONCE(mr->syncing) && !r; slot++)
+	for (; slot < end && READ_ONCE(mr->syncing) && r >= 0; slot++) {
 		r = pmc_mirror_copy_slot(pc, slot, mr->resync_buf);
+		if (r > 0)
+			mr->rate_bytes += r;
+	}
+	r = min(r, 0);
 	/* this CPU's copies are durable before a mark counts them */
 	pmc_pmem_fence(PMC_P_DATA);
 	spin_lock_irqsave(&mr->lose_lock, flags);
@@ -323,7 +332,7 @@ static void pmc_mirror_resync_work(struct work_struct *work)
 	pmc_pmem_exit(id);
 
 	if (r) {
-		DMERR("%s: mirror: copy stopped by a media error on block %llu: one half",
+		DMERR("%s: mirror: copy stopped: media error on cache slot %llu of the holder",
 		      pc->pmem_dev->name, slot - 1);
 		pmc_health_clear(pc, PMC_H_MIRROR_RESYNC);
 		pmc_health_set(pc, PMC_H_MIRROR_DEGRADED, -EIO);
@@ -339,11 +348,14 @@ static void pmc_mirror_resync_work(struct work_struct *work)
 	}
 	if (!READ_ONCE(mr->syncing))
 		return;
-	/* resync_rate MiB/s: the batch's share of a second */
-	if (rate)
-		delay = msecs_to_jiffies(div_u64((u64)PMC_RESYNC_BATCH *
-						 pc->block_size * 1000,
-						 (u64)rate << 20));
+	/* resync_rate MiB/s: the next batch when the bytes copied so far are due */
+	if (rate) {
+		unsigned long due = mr->rate_t0 +
+				    div_u64(mr->rate_bytes * HZ, (u64)rate << 20);
+
+		if (time_after(due, jiffies))
+			delay = due - jiffies;
+	}
 	queue_delayed_work(pc->wq, &mr->resync_work, delay);
 }
 
@@ -368,6 +380,7 @@ static int pmc_mirror_resync_prepare(struct pmemcache *pc, u32 from, u64 pos)
 	pc->meta.base = mr->h[from].base;
 	if (from)
 		pc->pfn = mr->pfn;
+	mr->incomplete = 1U << (from ^ 1);
 	mr->syncing = true;
 	pmc_health_set(pc, PMC_H_MIRROR_RESYNC, 0);
 	DMINFO("%s: mirror: copying the half on %s to %s online from block %llu of %llu",
@@ -384,8 +397,14 @@ static int pmc_mirror_resync_prepare(struct pmemcache *pc, u32 from, u64 pos)
  */
 void pmc_mirror_resync_kick(struct pmemcache *pc)
 {
-	if (READ_ONCE(pc->mirror.syncing) && !READ_ONCE(pc->suspended))
-		mod_delayed_work(pc->wq, &pc->mirror.resync_work, 0);
+	struct pmc_mirror_dev *mr = &pc->mirror;
+
+	if (!READ_ONCE(mr->syncing) || READ_ONCE(pc->suspended))
+		return;
+	/* the rate counts from now (the work may run meanwhile: a hint) */
+	WRITE_ONCE(mr->rate_t0, jiffies);
+	WRITE_ONCE(mr->rate_bytes, 0);
+	mod_delayed_work(pc->wq, &mr->resync_work, 0);
 }
 
 /*
@@ -404,6 +423,15 @@ int pmc_mirror_start(struct pmemcache *pc, const struct pmc_origin_id *oid)
 
 	pc->mirror.pfn0 = pc->pfn;
 	r = pmc_mirror_read(pc, true, &error);
+	/*
+	 * A table loaded while another one copied the halves: that copy may
+	 * have ended since.  In sync, either half is the cache.
+	 */
+	if (!r && pc->mirror.plan.holder != from &&
+	    pc->mirror.plan.action == PMC_MIRROR_BOTH) {
+		from = pc->mirror.plan.holder;
+		pc->meta.base = h[from].base;
+	}
 	if (!r && pc->mirror.plan.holder != from)
 		error = "mirror: the halves changed since the table was loaded";
 	if (error) {
@@ -505,9 +533,15 @@ bool pmc_mirror_lose(struct pmemcache *pc)
 	if ((live & 2) && !dax_alive(mr->dax))
 		lost |= 2;
 	cur = (live & ~lost) == 2;
-	/* the half being copied to is no cache on its own */
-	if (lost && mr->syncing && cur != mr->holder)
+	/*
+	 * The half being copied to is no cache on its own: the copy ends,
+	 * and with it the cache (every later section finds the same).
+	 */
+	if (lost && (mr->incomplete & (1U << cur))) {
 		lost = live;
+		WRITE_ONCE(mr->syncing, false);
+		pmc_health_clear(pc, PMC_H_MIRROR_RESYNC);
+	}
 	if (lost && lost != live) {
 		pmc_mirror_mark_alone(&mr->h[cur]);	/* M1, fenced */
 		if (cur)

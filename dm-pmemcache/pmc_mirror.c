@@ -319,8 +319,10 @@ u64 pmc_mirror_resync_begin(struct pmc_mirror_half *cur,
 	memcpy(st.half_uuid, tgt_uuid, 16);
 	memcpy(st.partner_uuid, cur->info.half_uuid, 16);
 	st.generation = cur->info.generation;
-	st.flags = PMC_MIRROR_RESYNCING;
+	st.flags = PMC_MIRROR_RESYNCING | PMC_MIRROR_COPY_ONLINE;
 	st.resync_pos = pos;
+	pmc_mirror_store(tgt, &st);
+	/* into both slots: an older module must find no info it knows */
 	pmc_mirror_store(tgt, &st);
 	return pos;
 }

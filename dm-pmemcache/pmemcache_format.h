@@ -138,7 +138,13 @@ struct pmc_record {
 #define PMC_MIRROR_PARTNER_STALE	0x1U
 /* This half is being copied from its partner: it is no cache on its own. */
 #define PMC_MIRROR_RESYNCING		0x2U
-#define PMC_MIRROR_FLAGS		0x3U
+/*
+ * With RESYNCING: copied online, records first (every record may be
+ * there before its data).  A module that knows only the copy at load
+ * would take records that agree for copied data: it must see no info.
+ */
+#define PMC_MIRROR_COPY_ONLINE		0x4U
+#define PMC_MIRROR_FLAGS		0x7U
 
 struct pmc_mirror_info {
 	__le64 magic;

@@ -195,3 +195,54 @@ def test_online_copy_with_marks_ahead_of_it_is_caught(vm, tmp_path):
     assert verify_failed(r), "mutant not caught: the pair and B alone verified both jobs"
     print("mutant caught (R3 marks ahead of the copy): pair verify rc %d, B alone verified %s"
           % (r["three"].rc, r["four"].values("B_ALONE_OK")))
+
+
+# A half lost during the copy: the namespace unbound under the table while
+# the copy runs (resync_rate 1: it takes minutes).
+LOSE_DURING = MIRROR_PRELUDE + r"""
+pmc_init2
+md_make md0 raid1 2 a
+sz=$(blockdev --getsz /dev/md0)
+dm_create pc "0 $sz pmemcache /dev/md0 /dev/pmem0 4096 6 %(wm)s mirror /dev/pmem1" || die pair
+fio_job small /dev/mapper/pc %(small)s
+dmsetup remove pc
+dd if=/dev/zero of=/dev/pmem1 bs=1M count=4 oflag=direct 2>/dev/null || die "blank B"
+dmsetup create --noudevsync pc --table \
+	"0 $sz pmemcache /dev/md0 /dev/pmem0 4096 9 %(wm)s resync_rate 1 mirror /dev/pmem1 degraded" \
+	|| die "pair with a blank B"
+dmsetup mknodes pc
+status 0
+ns=$(basename "$(readlink -f /sys/block/%(lose)s/device)")
+echo "$ns" > /sys/bus/nd/drivers/nd_pmem/unbind || die unbind
+sleep 2
+dd if=/dev/mapper/pc of=/dev/null bs=4096 count=1 iflag=direct 2>/dev/null && echo READ_RC=0 || echo READ_RC=1
+sleep 1
+status 1
+if [ %(lose)s = pmem1 ]; then
+	fio_check small /dev/mapper/pc %(small)s
+fi
+dmsetup remove pc || die remove
+"""
+
+
+@pytest.mark.parametrize("lose", ["target", "holder"])
+def test_a_half_lost_during_the_copy(vm, lose):
+    """The target (B) lost: the copy stops, the cache runs on A
+    (`mirror_degraded`), every block reads back. The holder (A) lost: B
+    holds no whole cache, so the cache is `pmem_gone` (I/O fails); the
+    copy has ended either way (no `mirror_resync`, `resync_left` 0), so
+    that nothing waits for it (pmemcachectl replace)."""
+    dev = "pmem1" if lose == "target" else "pmem0"
+    res = vm.run(LOSE_DURING % dict(wm=WM, small="--rw=randwrite --bs=4k --size=16m --offset=0",
+                                    lose=dev),
+                 pmem_size=PMEM_MB, pmem2_size=PMEM2_MB, timeout=900)
+    s0, s1 = (parse_status(res.value("STATUS%d" % i)) for i in (0, 1))
+    assert "mirror_resync" in s0["health"] and s0["resync_left"] > 0, s0   # precondition
+    assert "mirror_resync" not in s1["health"] and s1["resync_left"] == 0, s1
+    if lose == "target":
+        assert s1["health"] == "mirror_degraded", s1
+        assert res.value("READ_RC") == "0" and res.values("VERIFY_OK") == ["small"]
+    else:
+        assert "pmem_gone" in s1["health"] and res.value("READ_RC") == "1", s1
+    print("%s lost during the copy: health %s, resync_left %d" % (lose, s1["health"],
+                                                                 s1["resync_left"]))

@@ -181,7 +181,7 @@ static int replace(const char *name, const char *dev, bool wait)
 		       (unsigned long long)s.resync_left, (unsigned long long)s.blocks, s.health);
 		return EXIT_OK;
 	}
-	if (strstr(s.health, "mirror_degraded")) {
+	if (strstr(s.health, "mirror_degraded") || strstr(s.health, "pmem_gone")) {
 		err("%s: the copy to %s stopped (see the kernel log): health %s", name, dev,
 		    s.health);
 		return EXIT_IO;

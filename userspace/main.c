@@ -141,7 +141,8 @@ static const struct command commands[] = {
 	  "  -W, --no-wait         return once the copy runs (see status: resync)\n"
 	  "Exit: 0 replaced, 1 usage, 2 nothing to replace or no such device,\n"
 	  "      3 the kernel refused (its reason printed; the cache runs on),\n"
-	  "      8 the copy stopped (a media error on the survivor: see the log).\n" },
+	  "      8 the copy stopped (a media error on the survivor, or a half lost:\n"
+	  "        see the kernel log).\n" },
 	{ "set", cmd_set, "change a setting of a running cache device",
 	  "usage: pmemcachectl set NAME KEY VALUE\n"
 	  "\n"
