@@ -246,3 +246,51 @@ def test_a_half_lost_during_the_copy(vm, lose):
         assert "pmem_gone" in s1["health"] and res.value("READ_RC") == "1", s1
     print("%s lost during the copy: health %s, resync_left %d" % (lose, s1["health"],
                                                                  s1["resync_left"]))
+
+
+# A new table while the copy runs (what `pmemcachectl set` of a table-only
+# setting, or `replace` again, does): the new table's start resumes the
+# copy at the last R3 mark the old one stored.
+RELOAD_DURING = MIRROR_PRELUDE + r"""
+pmc_init2
+md_make md0 raid1 2 a
+sz=$(blockdev --getsz /dev/md0)
+dm_create pc "0 $sz pmemcache /dev/md0 /dev/pmem0 4096 6 %(wm)s mirror /dev/pmem1" || die pair
+fio_job big /dev/mapper/pc %(big)s
+dmsetup remove pc
+dd if=/dev/zero of=/dev/pmem1 bs=1M count=4 oflag=direct 2>/dev/null || die "blank B"
+dmesg -c > /dev/null
+dmsetup create --noudevsync pc --table \
+	"0 $sz pmemcache /dev/md0 /dev/pmem0 4096 9 %(wm)s resync_rate 4 mirror /dev/pmem1 degraded" \
+	|| die "pair with a blank B"
+dmsetup mknodes pc
+n=$(dmsetup status pc | awk '{print $4}')
+while [ $((n - $(dmsetup status pc | awk '{print $(NF - 1)}'))) -lt 2500 ]; do sleep 1; done
+status 1
+dmsetup reload pc --table "0 $sz pmemcache /dev/md0 /dev/pmem0 4096 6 %(wm)s mirror /dev/pmem1" \
+	|| die reload
+dmsetup suspend pc && dmsetup resume pc || die "swap the tables"
+echo "STARTS=$(dmesg | grep -c 'online from block')"
+echo "RESUMED_AT=$(dmesg | sed -n 's/.*online from block \([0-9]*\) of.*/\1/p' | tail -1)"
+wait_resync pc
+status 2
+dmsetup remove pc
+dm_create pc "0 $sz pmemcache /dev/md0 /dev/pmem1 4096 7 %(wm)s mirror - degraded" || die "B alone"
+fio_check big /dev/mapper/pc %(big)s
+dmsetup remove pc
+"""
+
+
+def test_a_new_table_during_the_copy_resumes_it(vm):
+    res = vm.run(RELOAD_DURING % dict(wm=WM, big=BIG), pmem_size=PMEM_MB,
+                 pmem2_size=PMEM2_MB, timeout=900)
+    s1, s2 = (parse_status(res.value("STATUS%d" % i)) for i in (1, 2))
+    assert "mirror_resync" in s1["health"] and s1["resync_left"] > 0, s1    # precondition
+    assert res.value("STARTS") == "2"
+    resumed = int(res.value("RESUMED_AT"))
+    assert 2048 <= resumed < s1["blocks"], resumed
+    assert s2["health"] == "ok" and s2["resync_left"] == 0, s2
+    assert res.values("VERIFY_OK") == ["big"]
+    print("a new table during the copy: the old one had copied %d of %d blocks, the new one "
+          "resumed at block %d and ended; B alone verified the 128 MiB"
+          % (s1["blocks"] - s1["resync_left"], s1["blocks"], resumed))

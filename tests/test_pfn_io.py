@@ -90,8 +90,19 @@ stop_md() { mdadm --stop /dev/md0 >/dev/null 2>&1; mdadm --zero-superblock /dev/
 # md_check NAME: wait for any resync, scrub, print NAME_mismatch=<count>
 # md_repair: make parity consistent first (--assume-clean over members
 # that held another layout before), so that md_check sees only our writes
+# md_action ACTION: ask md for a sync action once it takes one (md says
+# EBUSY while a sync it started itself is still being set up or reaped)
+md_action() {
+	i=0
+	until echo $1 > /sys/block/md0/md/sync_action 2>/dev/null; do
+		i=$((i + 1))
+		[ $i -lt 30 ] || die "md0 refuses $1"
+		mdadm --wait /dev/md0 >/dev/null 2>&1 || sleep 1
+	done
+}
+
 md_repair() {
-	echo repair > /sys/block/md0/md/sync_action
+	md_action repair
 	sleep 1
 	mdadm --wait /dev/md0 >/dev/null 2>&1 || true
 }
@@ -99,7 +110,7 @@ md_repair() {
 # (mdadm --wait exits 1 when there was nothing to wait for)
 md_check() {
 	mdadm --wait /dev/md0 >/dev/null 2>&1 || true
-	echo check > /sys/block/md0/md/sync_action
+	md_action check
 	sleep 1
 	mdadm --wait /dev/md0 >/dev/null 2>&1 || true
 	echo "$1_mismatch=$(cat /sys/block/md0/md/mismatch_cnt)"
