@@ -197,20 +197,28 @@ def test_online_copy_with_marks_ahead_of_it_is_caught(vm, tmp_path):
           % (r["three"].rc, r["four"].values("B_ALONE_OK")))
 
 
-# A half lost during the copy: the namespace unbound under the table while
-# the copy runs (resync_rate 1: it takes minutes).
-LOSE_DURING = MIRROR_PRELUDE + r"""
+# A pair that fio job %(job)s filled, half B then blanked and the pair
+# loaded with `degraded` and `resync_rate %(rate)d`: the copy runs (the
+# script goes on without waiting for it, as dm_create would).
+START_COPY = MIRROR_PRELUDE + r"""
 pmc_init2
 md_make md0 raid1 2 a
 sz=$(blockdev --getsz /dev/md0)
 dm_create pc "0 $sz pmemcache /dev/md0 /dev/pmem0 4096 6 %(wm)s mirror /dev/pmem1" || die pair
-fio_job small /dev/mapper/pc %(small)s
+fio_job %(job)s /dev/mapper/pc %(args)s
 dmsetup remove pc
 dd if=/dev/zero of=/dev/pmem1 bs=1M count=4 oflag=direct 2>/dev/null || die "blank B"
+dmesg -c > /dev/null
 dmsetup create --noudevsync pc --table \
-	"0 $sz pmemcache /dev/md0 /dev/pmem0 4096 9 %(wm)s resync_rate 1 mirror /dev/pmem1 degraded" \
+	"0 $sz pmemcache /dev/md0 /dev/pmem0 4096 9 %(wm)s resync_rate %(rate)d mirror /dev/pmem1 degraded" \
 	|| die "pair with a blank B"
 dmsetup mknodes pc
+"""
+
+
+# A half lost during the copy: the namespace unbound under the table while
+# the copy runs (resync_rate 1: it takes minutes).
+LOSE_DURING = START_COPY + r"""
 status 0
 ns=$(basename "$(readlink -f /sys/block/%(lose)s/device)")
 echo "$ns" > /sys/bus/nd/drivers/nd_pmem/unbind || die unbind
@@ -219,7 +227,7 @@ dd if=/dev/mapper/pc of=/dev/null bs=4096 count=1 iflag=direct 2>/dev/null && ec
 sleep 1
 status 1
 if [ %(lose)s = pmem1 ]; then
-	fio_check small /dev/mapper/pc %(small)s
+	fio_check %(job)s /dev/mapper/pc %(args)s
 fi
 dmsetup remove pc || die remove
 """
@@ -233,8 +241,8 @@ def test_a_half_lost_during_the_copy(vm, lose):
     copy has ended either way (no `mirror_resync`, `resync_left` 0), so
     that nothing waits for it (pmemcachectl replace)."""
     dev = "pmem1" if lose == "target" else "pmem0"
-    res = vm.run(LOSE_DURING % dict(wm=WM, small="--rw=randwrite --bs=4k --size=16m --offset=0",
-                                    lose=dev),
+    res = vm.run(LOSE_DURING % dict(wm=WM, job="small", rate=1, lose=dev,
+                                    args="--rw=randwrite --bs=4k --size=16m --offset=0"),
                  pmem_size=PMEM_MB, pmem2_size=PMEM2_MB, timeout=900)
     s0, s1 = (parse_status(res.value("STATUS%d" % i)) for i in (0, 1))
     assert "mirror_resync" in s0["health"] and s0["resync_left"] > 0, s0   # precondition
@@ -251,19 +259,7 @@ def test_a_half_lost_during_the_copy(vm, lose):
 # A new table while the copy runs (what `pmemcachectl set` of a table-only
 # setting, or `replace` again, does): the new table's start resumes the
 # copy at the last R3 mark the old one stored.
-RELOAD_DURING = MIRROR_PRELUDE + r"""
-pmc_init2
-md_make md0 raid1 2 a
-sz=$(blockdev --getsz /dev/md0)
-dm_create pc "0 $sz pmemcache /dev/md0 /dev/pmem0 4096 6 %(wm)s mirror /dev/pmem1" || die pair
-fio_job big /dev/mapper/pc %(big)s
-dmsetup remove pc
-dd if=/dev/zero of=/dev/pmem1 bs=1M count=4 oflag=direct 2>/dev/null || die "blank B"
-dmesg -c > /dev/null
-dmsetup create --noudevsync pc --table \
-	"0 $sz pmemcache /dev/md0 /dev/pmem0 4096 9 %(wm)s resync_rate 4 mirror /dev/pmem1 degraded" \
-	|| die "pair with a blank B"
-dmsetup mknodes pc
+RELOAD_DURING = START_COPY + r"""
 n=$(dmsetup status pc | awk '{print $4}')
 while [ $((n - $(dmsetup status pc | awk '{print $(NF - 1)}'))) -lt 2500 ]; do sleep 1; done
 status 1
@@ -276,13 +272,13 @@ wait_resync pc
 status 2
 dmsetup remove pc
 dm_create pc "0 $sz pmemcache /dev/md0 /dev/pmem1 4096 7 %(wm)s mirror - degraded" || die "B alone"
-fio_check big /dev/mapper/pc %(big)s
+fio_check %(job)s /dev/mapper/pc %(args)s
 dmsetup remove pc
 """
 
 
 def test_a_new_table_during_the_copy_resumes_it(vm):
-    res = vm.run(RELOAD_DURING % dict(wm=WM, big=BIG), pmem_size=PMEM_MB,
+    res = vm.run(RELOAD_DURING % dict(wm=WM, job="big", args=BIG, rate=4), pmem_size=PMEM_MB,
                  pmem2_size=PMEM2_MB, timeout=900)
     s1, s2 = (parse_status(res.value("STATUS%d" % i)) for i in (1, 2))
     assert "mirror_resync" in s1["health"] and s1["resync_left"] > 0, s1    # precondition
