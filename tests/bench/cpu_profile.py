@@ -4,7 +4,7 @@ A copy of dm-pmemcache/ (in a temporary folder; the module itself is not
 changed) gets time stamps, rdtsc(), at the boundaries of the phases of
 the write path (pmc_map, pmc_map_write, pmc_write.c's commit,
 pmc_meta_write_block) and of a
-read hit (pmc_map_read, pmc_read_slot).  Under -icount the TSC counts
+read hit (pmc_map_read, pmc_io_read, pmc_read_either_half).  Under -icount the TSC counts
 guest instructions, so the difference of two stamps is the instructions
 between them (a stamp costs a few itself).  The sums per phase, for new
 writes, overwrites and read hits, are printed by pmc_dtr() as
@@ -44,10 +44,10 @@ WRITE_PHASES = [
 ]
 READ_PHASES = [
     "pmc_map: flush check, pmc_note_foreground, pmc_pmem_enter",
-    "pmc_map_read: block, stripe, mask, down_read, index lookup",
-    "pmc_read_slot: badblocks check",
+    "pmc_map_read: block, mask; pmc_io_read: down_read, index lookup",
+    "pmc_read_either_half: which half, badblocks check",
     "copy to the bio (copy_mc from pmem, 4 KiB)",
-    "index ref, up_read",
+    "index ref, up_read, back in pmc_map_read",
     "stats",
     "bio_endio (dm's completion, the caller woken)",
     "pmc_pmem_exit, return",
@@ -105,21 +105,19 @@ EDITS = {
          "\t\tpmc_writeback_note_dirty(pc);\n\t\tPMC_STAMP(13);\n\t\tbio_endio(bio);\n"
          "\t\tPMC_STAMP(14);\n\t\tpmc_prof_kind = w.hit;\n\t\tpmc_prof_last = 14;\n"
          "\t\tbreak;\n"),
-        # pmc_map_read and pmc_read_slot
-        ("\thave = slot != PMC_NO_SLOT ? pmc_slot_mask(pc->idx.slot[slot]) & need : 0;\n",
-         "\thave = slot != PMC_NO_SLOT ? pmc_slot_mask(pc->idx.slot[slot]) & need : 0;\n"
-         "\tPMC_STAMP(2);\n"),
-        # the badblocks check and the copy, split by a stamp (same behaviour)
-        ("\tif (!pmc_pmem_range_bad(pc, at, bio->bi_iter.bi_size) &&\n"
-         "\t    !pmc_copy_to_bio(bio, pmc_meta_data(&pc->meta, slot), first, mask))\n"
-         "\t\treturn 0;\n",
-         "\tif (!pmc_pmem_range_bad(pc, at, bio->bi_iter.bi_size)) {\n\t\tPMC_STAMP(3);\n"
-         "\t\tif (!pmc_copy_to_bio(bio, pmc_meta_data(&pc->meta, slot), first, mask))\n"
-         "\t\t\treturn 0;\n\t}\n"),
-        ("\tr = pmc_read_slot(pc, bio, slot, first, have);\n",
-         "\tr = pmc_read_slot(pc, bio, slot, first, have);\n\tPMC_STAMP(4);\n"),
-        ("\tpmc_index_ref(&pc->idx, slot);\n\tup_read(&st->lock);\n",
-         "\tpmc_index_ref(&pc->idx, slot);\n\tup_read(&st->lock);\n\tPMC_STAMP(5);\n"),
+        # pmc_map_read: pmc_io_read() (pmc_io.h) looks the block up and
+        # calls pmc_read_copy(), then pmc_read_either_half() checks the
+        # badblocks list and calls pmc_slot_copy()
+        ("\tstruct pmc_read_ctx *rc = ctx;\n\n\treturn pmc_read_slot(",
+         "\tstruct pmc_read_ctx *rc = ctx;\n\n\tPMC_STAMP(2);\n\treturn pmc_read_slot("),
+        ("\tstruct pmc_slot_copy *c = ctx;\n\n"
+         "\treturn pmc_copy_to_bio(c->bio, half + c->off, c->first, c->mask);\n",
+         "\tstruct pmc_slot_copy *c = ctx;\n\tint r;\n\n\tPMC_STAMP(3);\n"
+         "\tr = pmc_copy_to_bio(c->bio, half + c->off, c->first, c->mask);\n"
+         "\tPMC_STAMP(4);\n\treturn r;\n"),
+        ("\thave = pmc_io_read(pc, &pc->idx, oblock, need, pmc_read_copy, &rc, &r);\n",
+         "\thave = pmc_io_read(pc, &pc->idx, oblock, need, pmc_read_copy, &rc, &r);\n"
+         "\tPMC_STAMP(5);\n"),
         ("\tif (have == need || r) {\n\t\tbio_endio(bio);\n",
          "\tif (have == need || r) {\n\t\tPMC_STAMP(6);\n\t\tbio_endio(bio);\n\t\tPMC_STAMP(7);\n"
          "\t\tif (have == need && !r) {\n\t\t\tpmc_prof_kind = 2;\n\t\t\tpmc_prof_last = 7;\n\t\t}\n"),
