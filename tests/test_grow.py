@@ -8,6 +8,7 @@ could never be written back.
 """
 import re
 
+from test_events import tool  # noqa: F401
 from test_target import parse_status, pmemcache_module  # noqa: F401
 from test_target import run
 from vm import REPO
@@ -15,7 +16,7 @@ from vm import REPO
 JOB_A = "--rw=randwrite --bs=4k --size=16m --offset=0"
 
 
-def test_mdadm_grow_under_a_live_cache(vm):
+def test_mdadm_grow_under_a_live_cache(vm, tool):
     res = run(vm, r"""
 pmc_init
 mdadm --create /dev/md0 --run --quiet --metadata=1.2 --assume-clean --level=raid1 \
