@@ -241,7 +241,6 @@ static void pmc_mirror_resync_done(struct pmemcache *pc)
 	WRITE_ONCE(pc->pfn, mr->pfn0);
 	WRITE_ONCE(mr->reads, 3);
 	WRITE_ONCE(mr->syncing, false);
-	mr->incomplete = 0;
 }
 
 /*
@@ -322,10 +321,10 @@ static void pmc_mirror_resync_work(struct work_struct *work)
 		done = slot == n;
 		if (done) {
 			pmc_mirror_resync_done(pc);
-		} else if (slot - mr->resync_mark >= PMC_RESYNC_MARK_SLOTS) {
+		} else if (slot - mr->h[mr->holder ^ 1].info.resync_pos >=
+			   PMC_RESYNC_MARK_SLOTS) {
 			pmc_mirror_resync_progress(&mr->h[mr->holder ^ 1],
 						   slot);	/* R3 */
-			mr->resync_mark = slot;
 		}
 	}
 	spin_unlock_irqrestore(&mr->lose_lock, flags);
@@ -374,13 +373,11 @@ static int pmc_mirror_resync_prepare(struct pmemcache *pc, u32 from, u64 pos)
 		return -ENOMEM;
 	mr->holder = from;
 	mr->resync_next = pos;
-	mr->resync_mark = pos;
 	mr->resync_t0 = jiffies;
 	mr->reads = 1U << from;
 	pc->meta.base = mr->h[from].base;
 	if (from)
 		pc->pfn = mr->pfn;
-	mr->incomplete = 1U << (from ^ 1);
 	mr->syncing = true;
 	pmc_health_set(pc, PMC_H_MIRROR_RESYNC, 0);
 	DMINFO("%s: mirror: copying the half on %s to %s online from block %llu of %llu",
@@ -534,11 +531,13 @@ bool pmc_mirror_lose(struct pmemcache *pc)
 		lost |= 2;
 	cur = (live & ~lost) == 2;
 	/*
-	 * The half being copied to is no cache on its own: the copy ends,
-	 * and with it the cache (every later section finds the same).
+	 * A half being copied to (its info RESYNCING until R5) is no cache
+	 * on its own: with it as the survivor the cache is gone (every later
+	 * section finds the same).  Either way a copy ends here.
 	 */
-	if (lost && (mr->incomplete & (1U << cur))) {
+	if (lost && (mr->h[cur].info.flags & PMC_MIRROR_RESYNCING))
 		lost = live;
+	if (lost && mr->syncing) {
 		WRITE_ONCE(mr->syncing, false);
 		pmc_health_clear(pc, PMC_H_MIRROR_RESYNC);
 	}
@@ -548,10 +547,6 @@ bool pmc_mirror_lose(struct pmemcache *pc)
 			WRITE_ONCE(pc->pfn, mr->pfn);
 		WRITE_ONCE(mr->reads, 1U << cur);
 		pmc_meta_drop_half(&pc->meta, cur ^ 1);
-		if (mr->syncing) {
-			WRITE_ONCE(mr->syncing, false);
-			pmc_health_clear(pc, PMC_H_MIRROR_RESYNC);
-		}
 		pmc_health_set(pc, PMC_H_MIRROR_DEGRADED, -ENXIO);
 		DMERR("%s: mirror: lost the half on %s: running on %s alone, generation %llu",
 		      pc->pmem_dev->name,

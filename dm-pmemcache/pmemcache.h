@@ -135,9 +135,7 @@ struct pmc_mirror_dev {
 	/* online resync (mirror.c): copying half @holder to the other */
 	bool syncing;
 	u32 holder;
-	unsigned int incomplete;	/* bit i: half i holds no whole cache (until R5) */
 	u64 resync_next;	/* the next slot to copy */
-	u64 resync_mark;	/* the target's R3 mark */
 	unsigned long resync_t0;
 	unsigned int resync_rate;	/* MiB/s, 0: no limit (a tunable) */
 	unsigned long rate_t0;		/* jiffies: rate_bytes count from here */
