@@ -82,36 +82,19 @@ static bool swap_table(const char *name, uint64_t len, const char *table)
 	return true;
 }
 
-/* The status of @name in @s: 0, or EXIT_DM after one line. */
-static int read_status(const char *name, struct pmc_status *s)
-{
-	uint64_t len;
-	char *params;
-	int bad;
-
-	if (pmctl_dm_get(DM_DEVICE_STATUS, name, &len, &params))
-		return EXIT_DM;
-	bad = pmc_status_parse(params, s);
-	free(params);
-	if (bad) {
-		err("%s: status not understood (another target version?)", name);
-		return EXIT_DM;
-	}
-	return 0;
-}
-
 /*
  * Until the online copy ended (health without mirror_resync), progress on
  * stderr.  Ctrl-C stops the wait, not the copy.
  */
-static int wait_copy(const char *name, struct pmc_status *s)
+static int wait_copy(const char *name, struct pmctl_sample *sample)
 {
+	const struct pmc_status *s = &sample->st;
 	bool tty = isatty(STDERR_FILENO);
 	uint64_t last = UINT64_MAX;
 	double shown = 0;
 	int r;
 
-	while (!(r = read_status(name, s)) && strstr(s->health, "mirror_resync")) {
+	while (!(r = pmctl_sample(name, sample)) && strstr(s->health, "mirror_resync")) {
 		if (s->resync_left != last && pmctl_now_s() - shown >= (tty ? 0.25 : 1.0)) {
 			fprintf(stderr, "%s: copying: %llu of %llu blocks left%s", name,
 				(unsigned long long)s->resync_left,
@@ -130,7 +113,8 @@ static int replace(const char *name, const char *dev, bool wait)
 {
 	char first[64], mirror[64], neu[32], alone[1024], table[1024];
 	const char *survivor, *lost;
-	struct pmc_status s;
+	struct pmctl_sample sample;
+	const struct pmc_status *st = &sample.st;
 	uint64_t len;
 	char *params;
 	double t0;
@@ -172,22 +156,23 @@ static int replace(const char *name, const char *dev, bool wait)
 	t0 = pmctl_now_s();
 	if (!swap_table(name, len, table))
 		return EXIT_DM;
-	r = wait ? wait_copy(name, &s) : read_status(name, &s);
+	r = wait ? wait_copy(name, &sample) : pmctl_sample(name, &sample);
 	if (r)
 		return r;
-	if (strstr(s.health, "mirror_resync")) {
+	if (strstr(st->health, "mirror_resync")) {
 		printf("%s: %s is its second half, being copied (%llu of %llu blocks left: "
 		       "see status), health %s\n", name, dev,
-		       (unsigned long long)s.resync_left, (unsigned long long)s.blocks, s.health);
+		       (unsigned long long)st->resync_left, (unsigned long long)st->blocks,
+		       st->health);
 		return EXIT_OK;
 	}
-	if (strstr(s.health, "mirror_degraded") || strstr(s.health, "pmem_gone")) {
+	if (strstr(st->health, "mirror_degraded") || strstr(st->health, "pmem_gone")) {
 		err("%s: the copy to %s stopped (see the kernel log): health %s", name, dev,
-		    s.health);
+		    st->health);
 		return EXIT_IO;
 	}
 	printf("%s: %s is its second half again (copied in %.1f s), health %s\n", name, dev,
-	       pmctl_now_s() - t0, s.health);
+	       pmctl_now_s() - t0, st->health);
 	return EXIT_OK;
 }
 
