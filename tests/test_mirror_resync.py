@@ -29,11 +29,11 @@ the test above.
 """
 import os
 import re
-import time
 
 import pytest
 
 from test_mirror import LONG, MIRROR_PRELUDE, PMEM2_MB, PMEM_MB, build_mutant, use_module
+from test_fs_powercut import wait_for
 from test_target import parse_status, pmemcache_module  # noqa: F401
 from test_target_powercut import cut_console
 
@@ -114,18 +114,6 @@ def zero(img):
     os.truncate(img, size)
 
 
-def wait_token(log, token, seconds=600):
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        out = log.read()[1]
-        if re.search(r"^%s$" % token, out, re.M):
-            return out
-        if re.search(r"^FAIL: ", out, re.M):
-            raise AssertionError("boot 2 failed: %s" % re.findall(r"^FAIL: .*", out, re.M))
-        time.sleep(1)
-    raise AssertionError("no %s in %d s" % (token, seconds))
-
-
 def resync_run(vm):
     """The four boots; returns their results (boot 4's is not checked)."""
     sub = dict(wm=WM, big=BIG, mid=MID, cut_after=CUT_AFTER)
@@ -136,7 +124,7 @@ def resync_run(vm):
 
     proc, log = vm.start(BOOT2 % sub, timeout=900, **opts)
     try:
-        wait_token(log, "CUT_READY=1")
+        wait_for(log, lambda out: re.search(r"^CUT_READY=1$", out, re.M), 600)
     finally:
         vm.power_cut(proc)
     two = cut_console(log)
