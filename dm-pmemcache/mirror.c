@@ -12,11 +12,10 @@
  */
 #include "pmemcache.h"
 #include "pmc_write.h"
+#include "pmc_resync.h"
 
 /* Bytes copied at load between two looks at the scheduler. */
 #define PMC_MIRROR_CHUNK	(64U << 10)
-/* Slots of the online copy between two R3 marks (4 MiB of 4 KiB blocks). */
-#define PMC_RESYNC_MARK_SLOTS	1024U
 
 static void pmc_mirror_halves(struct pmemcache *pc)
 {
@@ -130,113 +129,11 @@ int pmc_mirror_check(struct pmemcache *pc, u8 **base, char **error)
 	return 0;
 }
 
-/* Copy [@off, @off + @len) of half @from to the other half. */
-static int pmc_mirror_copy_range(struct pmemcache *pc, u32 from, u64 off,
-				 u64 len, u8 *buf)
-{
-	u8 *src = pc->mirror.h[from].base, *dst = pc->mirror.h[from ^ 1].base;
-	u32 n;
-
-	while (len) {
-		n = min_t(u64, len, PMC_MIRROR_CHUNK);
-		if (pmc_pmem_read(buf, src + off, n))
-			return -EIO;
-		pmc_pmem_write(dst + off, buf, n, PMC_P_MIRROR);
-		off += n;
-		len -= n;
-		cond_resched();
-	}
-	return 0;
-}
-
-/*
- * Do the halves differ in what a recovery reads: the superblock area (but
- * the info slots, each half's own) or a record?  The data of a live slot
- * cannot differ when its record does not: it was fenced on both halves
- * (W2) before the record was stored.  -EIO: a half could not be read.
- */
-static int pmc_mirror_differ(struct pmemcache *pc, u8 *buf)
-{
-	const struct pmc_meta *m = &pc->meta;
-	u8 *a = pc->mirror.h[0].base, *b = pc->mirror.h[1].base;
-	u64 off, end = PMC_RECORDS_OFFSET + m->n_blocks * PMC_RECORD_SIZE;
-	u32 n, half = PMC_MIRROR_CHUNK / 2;
-	u32 info_len = PMC_MIRROR_INFO_SLOTS * PMC_MIRROR_INFO_SIZE;
-
-	for (off = 0; off < end; off += n) {
-		n = min_t(u64, end - off, half);
-		if (pmc_pmem_read(buf, a + off, n) ||
-		    pmc_pmem_read(buf + half, b + off, n))
-			return -EIO;
-		if (off == 0) {
-			/* each half's own info is no part of the cache */
-			memset(buf + PMC_MIRROR_INFO_OFFSET, 0, info_len);
-			memset(buf + half + PMC_MIRROR_INFO_OFFSET, 0, info_len);
-		}
-		if (memcmp(buf, buf + half, n))
-			return 1;
-		cond_resched();
-	}
-	return 0;
-}
-
-/*
- * The copy between R2 and R4, first part, before any I/O: every record
- * that differs on the target, with its data if it is live and below the
- * position @pos the copy resumes from (docs/format.md, "Online resync":
- * there a record that differs is the only trace of what changed since
- * those slots were copied).  The data of the live slots from @pos on
- * follows online (pmc_mirror_resync_work()).
- */
-static int pmc_mirror_copy_records(struct pmemcache *pc, u32 from, u64 pos,
-				   u8 *buf)
-{
-	const struct pmc_meta *m = &pc->meta;
-	u8 *dst = pc->mirror.h[from ^ 1].base;
-	u64 info_end = PMC_MIRROR_INFO_OFFSET +
-		       PMC_MIRROR_INFO_SLOTS * PMC_MIRROR_INFO_SIZE;
-	struct pmc_record r, t;
-	bool live;
-	u64 slot, roff;
-	int err;
-
-	err = pmc_mirror_copy_range(pc, from, 0, PMC_MIRROR_INFO_OFFSET, buf);
-	if (!err)
-		err = pmc_mirror_copy_range(pc, from, info_end,
-					    PMC_RECORDS_OFFSET - info_end, buf);
-	if (err)
-		return err;
-	for (slot = 0; slot < m->n_blocks; slot++) {
-		roff = PMC_RECORDS_OFFSET + slot * PMC_RECORD_SIZE;
-		if (pmc_meta_read_record(m, slot, &r, &live) ||
-		    pmc_pmem_read(&t, dst + roff, sizeof(t)))
-			return -EIO;
-		if (!memcmp(&r, &t, sizeof(r)))
-			continue;
-		if (live && slot < pos) {
-			err = pmc_mirror_copy_range(pc, from,
-						    pmc_meta_data_offset(m, slot),
-						    m->block_size, buf);
-			if (err)
-				return err;
-			/* as W2: the data durable before a record points at it */
-			pmc_pmem_fence(PMC_P_DATA);
-		}
-		pmc_pmem_write(dst + roff, &r, sizeof(r), PMC_P_MIRROR);
-		if (slot % 4096 == 0)
-			cond_resched();
-	}
-	pmc_pmem_fence(PMC_P_MIRROR);
-	return 0;
-}
-
-/* R4, R5 and reads from both halves again.  Under lose_lock. */
+/* After R4, R5: reads from both halves again.  Under lose_lock. */
 static void pmc_mirror_resync_done(struct pmemcache *pc)
 {
 	struct pmc_mirror_dev *mr = &pc->mirror;
-	u32 from = mr->holder;
 
-	pmc_mirror_resync_end(&mr->h[from], &mr->h[from ^ 1]);	/* R4, R5 */
 	WRITE_ONCE(pc->meta.base, pc->kaddr);
 	WRITE_ONCE(pc->pfn, mr->pfn0);
 	WRITE_ONCE(mr->reads, 3);
@@ -246,41 +143,10 @@ static void pmc_mirror_resync_done(struct pmemcache *pc)
 /*
  * The online part: both halves take every store, reads and writeback
  * use the holder alone, and this copies the data of each live slot from
- * the resync position on.  Under the read lock of the slot's stripe a
- * slot that still maps its block keeps its data (freeing a slot takes
- * the write lock); a slot taken anew since the start was written to both
- * halves.  The bytes copied (0: nothing to copy), or -EIO (the holder's
- * copy is unreadable).
+ * the resync position on (pmc_resync_slot()), a batch per run, with an
+ * R3 mark now and then and R4, R5 at the end (pmc_resync_batch_end()).
+ * Slots looked at by one run (1 MiB of 4 KiB blocks):
  */
-static int pmc_mirror_copy_slot(struct pmemcache *pc, u32 slot, u8 *buf)
-{
-	u64 v = READ_ONCE(pc->idx.slot[slot]), ob = pmc_slot_oblock(v);
-	u32 from = pc->mirror.holder;
-	u64 off = pmc_meta_data_offset(&pc->meta, slot);
-	struct pmc_stripe *st;
-	int r = 0;
-
-	if ((pmc_slot_flags(v) & (PMC_SF_USED | PMC_SF_STALE | PMC_SF_BAD)) !=
-	    PMC_SF_USED)
-		return 0;
-	st = pmc_stripe_of(pc, ob);
-	down_read(&st->lock);
-	v = READ_ONCE(pc->idx.slot[slot]);
-	if ((pmc_slot_flags(v) & (PMC_SF_USED | PMC_SF_STALE | PMC_SF_BAD)) ==
-	    PMC_SF_USED && pmc_slot_oblock(v) == ob) {
-		r = pmc_copy_from_pmem(buf, pc->mirror.h[from].base + off,
-				       pc->block_size);
-		if (!r) {
-			pmc_pmem_write(pc->mirror.h[from ^ 1].base + off, buf,
-				       pc->block_size, PMC_P_DATA);
-			r = pc->block_size;
-		}
-	}
-	up_read(&st->lock);
-	return r;
-}
-
-/* Slots looked at by one run of the resync work (1 MiB of 4 KiB blocks). */
 #define PMC_RESYNC_BATCH	256U
 
 static void pmc_mirror_resync_work(struct work_struct *work)
@@ -302,13 +168,14 @@ static void pmc_mirror_resync_work(struct work_struct *work)
 	if (id < 0)
 		return;
 	for (; slot < end && READ_ONCE(mr->syncing) && r >= 0; slot++) {
-		r = pmc_mirror_copy_slot(pc, slot, mr->resync_buf);
+		r = pmc_resync_slot(pc, &pc->meta, &pc->idx,
+				    mr->h[mr->holder].base,
+				    mr->h[mr->holder ^ 1].base, slot,
+				    mr->resync_buf);
 		if (r > 0)
 			mr->rate_bytes += r;
 	}
 	r = min(r, 0);
-	/* this CPU's copies are durable before a mark counts them */
-	pmc_pmem_fence(PMC_P_DATA);
 	spin_lock_irqsave(&mr->lose_lock, flags);
 	if (!READ_ONCE(mr->syncing)) {
 		r = 0;		/* a half was lost meanwhile: pmc_mirror_lose() */
@@ -318,14 +185,11 @@ static void pmc_mirror_resync_work(struct work_struct *work)
 		pmc_meta_drop_half(&pc->meta, mr->holder ^ 1);
 	} else {
 		WRITE_ONCE(mr->resync_next, slot);
-		done = slot == n;
-		if (done) {
+		done = pmc_resync_batch_end(&mr->h[mr->holder],
+					    &mr->h[mr->holder ^ 1], slot, n,
+					    PMC_RESYNC_MARK_SLOTS);
+		if (done)
 			pmc_mirror_resync_done(pc);
-		} else if (slot - mr->h[mr->holder ^ 1].info.resync_pos >=
-			   PMC_RESYNC_MARK_SLOTS) {
-			pmc_mirror_resync_progress(&mr->h[mr->holder ^ 1],
-						   slot);	/* R3 */
-		}
 	}
 	spin_unlock_irqrestore(&mr->lose_lock, flags);
 	pmc_pmem_exit(id);
@@ -474,7 +338,8 @@ int pmc_mirror_start(struct pmemcache *pc, const struct pmc_origin_id *oid)
 	if (!buf)
 		return -ENOMEM;
 	if (pc->mirror.plan.action == PMC_MIRROR_BOTH)
-		r = pmc_mirror_differ(pc, buf);
+		r = pmc_resync_differ(pc, &pc->meta, h[0].base, h[1].base, buf,
+				      PMC_MIRROR_CHUNK);
 	else
 		r = 1;
 	if (r > 0) {
@@ -488,7 +353,9 @@ int pmc_mirror_start(struct pmemcache *pc, const struct pmc_origin_id *oid)
 			       from ? pc->mirror.dev->name : pc->pmem_dev->name,
 			       from ? pc->pmem_dev->name : pc->mirror.dev->name);
 		}
-		r = pmc_mirror_copy_records(pc, from, pos, buf);
+		r = pmc_resync_records(pc, &pc->meta, h[from].base,
+				       h[from ^ 1].base, pos, buf,
+				       PMC_MIRROR_CHUNK);
 		if (!r && pos >= n)
 			pmc_mirror_resync_end(&h[from], &h[from ^ 1]);	/* R4, R5 */
 	}

@@ -56,8 +56,13 @@ def host_mutant_counts(repo=REPO):
     m = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(m)
     n = (len(m.shared_sites()), len(m.policy_sites()), len(m.regression_sites()))
+    mirror = [s for s in m.shared_sites(m.MIRROR_SHARED)
+              if not any("in %s()" % f in s[3] for f in m.MIRROR_NOT_MODELLED)]
+    mpolicy = len(m.policy_sites(m.MIRROR_POLICY, "mpolicy"))
     return {"sites": n[0], "policy": n[1], "bugs": n[2],
-            "all": sum(n) + len([s for s in m.model_sites() if not s[4]])}
+            "mirror": len(mirror), "mpolicy": mpolicy,
+            "all": sum(n) + len(mirror) + mpolicy +
+            len([s for s in m.model_sites() if not s[4]])}
 
 
 # Figures that every run gives about itself: never superseded.
@@ -95,6 +100,9 @@ COUNTED = {
         (LIST, "policy mutants", lambda repo: host_mutant_counts(repo)["policy"]),
     quantity("fixed protocol bugs put back / caught"):
         (LIST, "protocol bugs put back", lambda repo: host_mutant_counts(repo)["bugs"]),
+    quantity("mirror copy policy mutants / caught"):
+        (LIST, "mirror copy policy mutants",
+         lambda repo: host_mutant_counts(repo)["mpolicy"]),
     quantity("`--break` modes the checker must catch / caught"):
         ("`tests/test_crash_model.py`", "`--break` modes", broken_modes),
 }

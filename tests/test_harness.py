@@ -401,9 +401,14 @@ def doc_constants():
          (len(re.search(r'^LONG_RUNS = .*for s in \(([\d, ]+)\)', source("tests/host/mutants.py"),
                         re.M).group(1).split(",")),
           code("tests/host/mutants.py", r'^LONG_RUNS = \[\["--ops", "(\d+)"')[0])),
-        (rel, r"long forms \(crash model `--ops (\d+)` and a 3-writer `--ops (\d+)`",
+        (rel, r"long forms \(crash model `--ops (\d+)`, a 3-writer `--ops (\d+)` and a mirrored\s+"
+              r"`--ops (\d+)`",
          code("tests/test_crash_model.py", r'"--ops", "(\d+)", "--seed", "7",.*?"--ops", "(\d+)", '
-              r'"--seed", "8",\s*"--writers", "3"')),
+              r'"--seed", "8",\s*"--writers", "3".*?"--mirror", "--ops", "(\d+)", "--seed", "7"')),
+        (rel, r"3 crash model seeds of [\d,]+\s+operations and (\d+) mirrored ones of ([\d,]+)",
+         (len(re.search(r'parametrize\("seed", \[([\d, ]+)\]\)\ndef test_a_mirrored_cache',
+                        source("tests/test_crash_model.py")).group(1).split(",")),
+          code("tests/test_crash_model.py", r'"--mirror", "--ops", "(\d+)", "--seed", str\(seed\)')[0])),
         (rel, r"at the N-th hit of one of (\d+) named points", (render_figures.cut_points(),)),
         # test_full_failing.py: centiseconds, fio's start included
         (rel, r"fail with `EIO` within (\d+) s",

@@ -79,6 +79,15 @@
  * run starts with directed scenarios: scripted interleavings and crash
  * images for hazards too rare to leave to the random search.
  *
+ * --mirror runs the same on a mirrored cache: both halves in one model of
+ * pmem (every store of the protocol to both, pending per CPU and word),
+ * the module's start on every load (S1, the decision, the record pass of
+ * pmc_resync.c, R1..R5), the online copy as a CPU of its own beside the
+ * others, restarts that leave a half out or replace it by a blank one,
+ * and each crash image started with both halves or either one lost: a
+ * half taken must read every acknowledged write, and so must the half a
+ * copy made, alone, once the copy ended.
+ *
  * --break=STEP removes one fence or flush of the protocol on purpose; the
  * checker must then report violations.  tests/host/mutants.py removes
  * each fence and flush of the real shared code instead, and turns each
@@ -94,9 +103,11 @@
 #include <assert.h>
 #include <time.h>
 #include <ucontext.h>
+#include <setjmp.h>
 
 #include "pmc_meta.h"
 #include "pmc_write.h"
+#include "pmc_resync.h"
 
 #ifndef container_of
 #define container_of(p, T, m)	((T *)((char *)(p) - offsetof(T, m)))
@@ -105,6 +116,12 @@
 /* A store that is not flushed: the mutants of tests/host/mutants.py. */
 void pmc_model_store_noflush(void *dst, const void *src, size_t len,
 			     enum pmc_ptag tag);
+/* ... and pmc_meta_store() so, to every half that takes stores. */
+void pmc_model_meta_store_noflush(const struct pmc_meta *m, void *dst,
+				  const void *src, size_t len,
+				  enum pmc_ptag tag);
+#define pmc_meta_store_noflush(m, dst, src, len, tag) \
+	pmc_model_meta_store_noflush(m, dst, src, len, tag)
 
 /* ------------------------------------------------------------------ */
 /* random numbers                                                     */
@@ -148,6 +165,29 @@ static int verbose;
 				##__VA_ARGS__);				\
 	} while (0)
 static int stop_at_first;
+/*
+ * --mirror: the cache on two halves, one model of pmem holding both
+ * (half 1 from byte pmem_size on), every store of the protocol to both
+ * (pmc_meta_store()), an online copy (pmc_resync.c) whenever a start
+ * finds the halves apart, and each crash image started with both halves
+ * or with either one lost.
+ */
+static int mirror;
+/*
+ * --mirror: the halves the next load finds (bit i: half i), with the
+ * degraded override when one is missing or was replaced; and the half
+ * that may miss acknowledged writes (-1: none): one left out of a start,
+ * replaced, or being copied to, until a copy to it ends.  No start, of
+ * the engine or of a crash image, takes that half alone.
+ */
+static u32 load_present = 3;
+static u32 check_present;	/* a scenario's: the halves its checks start with */
+static int world_pair;		/* a scenario's: world_reset() makes a pair */
+static bool load_override;
+static int stale_half = -1;
+static u64 n_ran_alone;
+static size_t pmem_size;	/* the cache's pmem; --mirror: one half */
+static size_t img_size;		/* a crash image: pmem_size, or both halves */
 /*
  * --data-only (mutant runs): only what a crash or a read does to the data
  * is a violation; a bookkeeping check (st->around below zero) is not, so
@@ -273,8 +313,17 @@ static void unlock_w(struct mlock *l)
 	yield(Y_UNLOCK);
 }
 
+/*
+ * A scenario's probe of a step of another CPU, run in the middle of this
+ * one's: a read lock it would wait for ends the probe (resync_probe_jmp).
+ */
+static int resync_probe;
+static jmp_buf resync_probe_jmp;
+
 static void lock_r(struct mlock *l)
 {
+	if (resync_probe && !lock_free_r(l))
+		longjmp(resync_probe_jmp, 1);
 	yield(Y_LOCK);
 	wait_until(lock_free_r, l);
 	l->readers++;
@@ -456,6 +505,25 @@ void pmc_model_store_noflush(void *dst, const void *src, size_t len,
 	pm_store(dst, src, len, 0);
 }
 
+void pmc_model_meta_store_noflush(const struct pmc_meta *m, void *dst,
+				  const void *src, size_t len,
+				  enum pmc_ptag tag)
+{
+	u64 off;
+
+	if (!m->half[1]) {
+		pm_store(dst, src, len, 0);
+		return;
+	}
+	off = (u8 *)dst - m->half[0];
+	if (off >= m->pmem_bytes)
+		off = (u8 *)dst - m->half[1];
+	if (m->live & 1)
+		pm_store(m->half[0] + off, src, len, 0);
+	if (m->live & 2)
+		pm_store(m->half[1] + off, src, len, 0);
+}
+
 static int tag_fence_skipped(enum pmc_ptag tag)
 {
 	switch (brk) {
@@ -501,6 +569,8 @@ int pmc_pmem_read(void *dst, const void *src, size_t len)
 	u64 off = (const u8 *)src - PM->vol;
 
 	assert(off + len <= PM->size);
+	if (off >= pmem_size)
+		off -= pmem_size;	/* the mirror's half 1 */
 	if (phase == PH_WORKLOAD && PM == work_pm && cur_cpu != CPU_LOADER &&
 	    off >= PMC_RECORDS_OFFSET &&
 	    rndn(1000) < (len == PMC_SECTOR_SIZE ? 3 : 1) * media_err_permille) {
@@ -552,7 +622,6 @@ void pmc_log(int level, const char *fmt, ...)
 static u32 n_oblocks = 40;	/* origin blocks */
 static u32 n_slots_want = 16;	/* cache blocks */
 static u32 nsec;
-static size_t pmem_size;
 static struct pmc_origin_id oid = { .kind = PMC_ORIGIN_ID_MD };
 
 static void fill_sector(u8 *dst, u32 id, u32 s)
@@ -960,6 +1029,23 @@ struct pmemcache {
 
 static struct pmemcache E;
 
+#define COPY_BUF	(2 * BS)	/* the kernel's is 64 KiB: any even size */
+
+/* The online copy of the running cache: mirror.c's state of it. */
+static struct {
+	struct pmc_mirror_half h[2];
+	u32 from;		/* the holder */
+	u64 next;		/* every slot below is copied */
+	u32 mark_every;		/* R3 every so many slots (the kernel: 1,024) */
+	int syncing;
+	u8 buf[COPY_BUF];
+} R;
+
+static bool mirror_copy_batch(struct pmemcache *pc, struct pmc_meta *m,
+			      struct pmc_index *idx, struct pmc_mirror_half h[2],
+			      u32 from, u64 *next, u32 batch, u32 mark_every,
+			      u8 *buf);
+
 /* Blocks recovery found in two copies at the last restart: aimed at. */
 static u32 dup_blocks[64], n_dup_blocks;
 static int discard_dup_first;
@@ -976,6 +1062,8 @@ static void free_slots(const u32 *slots, u32 n)
 	if (!n)
 		return;
 	lock_w(&E.free_lock);
+	for (i = 0; i < n; i++)
+		trace("free slot %u", slots[i]);
 	for (i = 0; i < n; i++)
 		pmc_index_push_free(&E.idx, slots[i]);
 	unlock_w(&E.free_lock);
@@ -1093,8 +1181,8 @@ static int fill_cb(void *ctx, u8 *kaddr)
 			continue;
 		fill_sector(buf, c->id, (u32)(c->oblock * SPB + i));
 		/* SITE: data flush of a write, io.c */
-		pmc_pmem_write(kaddr + i * PMC_SECTOR_SIZE, buf, sizeof(buf),
-			       PMC_P_DATA);
+		pmc_meta_store(&E.m, kaddr + i * PMC_SECTOR_SIZE, buf,
+			       sizeof(buf), PMC_P_DATA);
 	}
 	return 0;
 }
@@ -1516,14 +1604,17 @@ void pmc_env_stripe_unlock(struct pmemcache *pc, u64 oblock)
 	unlock_w(stripe_of(oblock));
 }
 
+/* A NULL @pc: the copy of a start being checked, which runs alone. */
 void pmc_env_stripe_lock_read(struct pmemcache *pc, u64 oblock)
 {
-	lock_r(stripe_of(oblock));
+	if (pc)
+		lock_r(stripe_of(oblock));
 }
 
 void pmc_env_stripe_unlock_read(struct pmemcache *pc, u64 oblock)
 {
-	unlock_r(stripe_of(oblock));
+	if (pc)
+		unlock_r(stripe_of(oblock));
 }
 
 bool pmc_env_stripe_around(struct pmemcache *pc, u64 oblock)
@@ -1913,8 +2004,8 @@ static int heal_fill_cb(void *ctx, u8 *kaddr)
 	for (i = 0; i < SPB; i++) {
 		if (pmc_pmem_read(buf, old + i * PMC_SECTOR_SIZE, sizeof(buf)))
 			return -EIO;
-		pmc_pmem_write(kaddr + i * PMC_SECTOR_SIZE, buf, sizeof(buf),
-			       PMC_P_DATA);
+		pmc_meta_store(&E.m, kaddr + i * PMC_SECTOR_SIZE, buf,
+			       sizeof(buf), PMC_P_DATA);
 	}
 	return 0;
 }
@@ -2060,6 +2151,24 @@ static void task_writeback(void)
 	yield_why = Y_DONE;
 }
 
+/* mirror.c's resync work: a batch of the online copy now and then. */
+static void task_resync(void)
+{
+	while (!stop_all) {
+		if (!R.syncing) {
+			yield(Y_IDLE);
+			continue;
+		}
+		if (mirror_copy_batch(&E, &E.m, &E.idx, R.h, R.from, &R.next,
+				      1 + rndn(3), R.mark_every, R.buf)) {
+			R.syncing = 0;
+			stale_half = -1;
+		}
+		yield(Y_OP);
+	}
+	yield_why = Y_DONE;
+}
+
 static int have_completions(void *arg)
 {
 	return n_dev_done != 0;
@@ -2102,7 +2211,7 @@ static void cpus_init(void)
 
 	sched_change = 3U << rndn(4);
 
-	ncpu = n_writers + 2;
+	ncpu = n_writers + 2 + mirror;
 	assert(ncpu <= MAX_CPUS);
 	for (i = 0; i < ncpu; i++) {
 		struct cpu *c = &cpus[i];
@@ -2115,6 +2224,9 @@ static void cpus_init(void)
 		} else if (i == n_writers) {
 			c->task = task_writeback;
 			c->name = "writeback";
+		} else if (i == n_writers + 2) {
+			c->task = task_resync;
+			c->name = "resync";
 		} else {
 			c->task = task_endio;
 			c->name = "endio";
@@ -2301,9 +2413,51 @@ static int check_clean(struct pmc_meta *m, struct pmc_index *idx,
 	return bad;
 }
 
-#define MAX_DEPTH 2
+#define MAX_DEPTH 3	/* a crash, then crashes in the recoveries after it */
 static struct pmodel rm_pool[MAX_DEPTH];
 static u8 *img_pool[MAX_DEPTH + 1];
+static int max_depth = 2;	/* --mirror: 3 (a cut in a copy, then in its restart) */
+
+static int fail(const char *ctx, const char *fmt, long a, const char *b)
+{
+	n_violations++;
+	if (report_left-- > 0) {
+		fprintf(stderr, "VIOLATION (%s): ", ctx);
+		fprintf(stderr, fmt, a, b ? b : "");
+		fputc('\n', stderr);
+	}
+	return 1;
+}
+
+/*
+ * Rebuild @idx from the cache @m opened and check what it reads: every
+ * acknowledged write, a consistent index, CLEAN blocks on the origin.
+ * 0 = ok; @idx is initialised either way (the caller destroys it).
+ */
+static int recover_checked(struct pmc_meta *m, struct pmc_index *idx,
+			   const u32 *org, const char *ctx)
+{
+	struct pmc_recover_stats st;
+	u64 used = 0, i;
+	int r;
+
+	r = pmc_index_init(idx, m->n_blocks);
+	assert(!r);
+	r = pmc_meta_recover(m, idx, &st);
+	if (r)
+		return fail(ctx, "recovery failed %ld%s", r, NULL);
+	for (i = 0; i < m->n_blocks; i++)
+		if (pmc_slot_flags(idx->slot[i]) & PMC_SF_USED)
+			used++;
+	if (used + idx->n_free != m->n_blocks)
+		return fail(ctx, "index inconsistent%.0ld%s", 0, NULL);
+	if (check_state(m, idx, org, ctx))
+		return 1;
+	return check_clean(m, idx, org, ctx);
+}
+
+static int recover_mirror_and_check(const u8 *img, const u32 *org,
+				    const char *ctx, int depth, int gone);
 
 /*
  * Recover @img in a fresh model and check it.  0 = ok.  On success and
@@ -2318,58 +2472,31 @@ static int recover_and_check(const u8 *img, const u32 *org, const char *ctx,
 	int saved_cpu = cur_cpu;
 	struct pmc_meta m;
 	struct pmc_index idx;
-	struct pmc_recover_stats st;
 	const char *why;
 	int r, bad = 0;
 
+	if (mirror)
+		return recover_mirror_and_check(img, org, ctx, depth,
+						depth ? -1 : stale_half);
 	pm_load(rm, img);
 	PM = rm;
 	cur_cpu = CPU_LOADER;
-	if (depth + 1 < MAX_DEPTH && rndn(3) == 0)
+	if (depth + 1 < max_depth && rndn(3) == 0)
 		rm->capture_countdown = 1;
 	r = pmc_meta_open(&m, rm->vol, pmem_size, BS, &oid, &why);
 	if (r) {
-		n_violations++;
-		if (report_left-- > 0)
-			fprintf(stderr, "VIOLATION (%s): open failed %d %s\n",
-				ctx, r, why ? why : "");
+		fail(ctx, "open failed %ld %s", r, why);
 		PM = saved;
 		cur_cpu = saved_cpu;
 		return 1;
 	}
-	r = pmc_index_init(&idx, m.n_blocks);
-	assert(!r);
-	r = pmc_meta_recover(&m, &idx, &st);
-	if (r) {
-		n_violations++;
-		if (report_left-- > 0)
-			fprintf(stderr, "VIOLATION (%s): recovery failed %d\n",
-				ctx, r);
-		bad = 1;
-	} else {
-		u64 used = 0, i;
-
-		for (i = 0; i < m.n_blocks; i++)
-			if (pmc_slot_flags(idx.slot[i]) & PMC_SF_USED)
-				used++;
-		if (used + idx.n_free != m.n_blocks) {
-			n_violations++;
-			if (report_left-- > 0)
-				fprintf(stderr, "VIOLATION (%s): index inconsistent\n",
-					ctx);
-			bad = 1;
-		}
-		if (!bad)
-			bad = check_state(&m, &idx, org, ctx);
-		if (!bad)
-			bad = check_clean(&m, &idx, org, ctx);
-	}
+	bad = recover_checked(&m, &idx, org, ctx);
 	if (!bad && rm->captured) {
 		/* A crash during recovery: recover that state again. */
 		u8 *img2 = img_pool[depth + 1];
 
 		make_image(img2, rm->cap_dur, rm->cap_pend, rm->cap_npend,
-			   pmem_size, IMG_WORD + rndn(2));
+			   img_size, IMG_WORD + rndn(2));
 		n_nested++;
 		bad = recover_and_check(img2, org, "nested", depth + 1, NULL,
 					NULL);
@@ -2382,6 +2509,250 @@ static int recover_and_check(const u8 *img, const u32 *org, const char *ctx,
 		return 0;
 	}
 	pmc_index_destroy(&idx);
+	return bad;
+}
+
+/* ------------------------------------------------------------------ */
+/* mirror: two halves, their start and their copy (--mirror)           */
+
+
+static u64 n_mirror_starts, n_copies, n_copies_done, n_marks_resumed;
+static u64 n_half_lost, n_refused, n_replaced, n_alone_checked;
+
+
+/*
+ * mirror.c pmc_mirror_read() and pmc_mirror_start() on the halves at @vol
+ * (@present: bit i, half i is there): S1, the decision, and then the
+ * record pass of a copy (pmc_resync_records()) or M1 of a start alone.
+ * 0: @m is open on the holder *from, both halves (or the survivor) take
+ * stores, and the copy's data part is to run from *pos (n_blocks: none).
+ * 1: refused (*why).  -1: the holder cannot be opened (*why).
+ */
+static int mirror_start(u8 *vol, u32 present, bool degraded_ok,
+			struct pmc_meta *m, struct pmc_mirror_half h[2],
+			u32 *from, u64 *pos, const char **why)
+{
+	static u8 buf[COPY_BUF];
+	struct pmc_mirror_plan plan;
+	struct pmc_meta tmp;
+	const char *w;
+	u32 i, f;
+	int r;
+
+	n_mirror_starts++;
+	memset(h, 0, 2 * sizeof(*h));
+	for (i = 0; i < 2; i++) {
+		h[i].base = vol + i * pmem_size;
+		h[i].present = present & (1U << i);
+		if (!h[i].present)
+			continue;
+		r = pmc_mirror_scrub(&h[i]);
+		assert(r != -EIO);	/* no media errors at a start */
+		h[i].holds_cache = pmc_meta_open(&tmp, h[i].base, pmem_size,
+						 BS, &oid, &w) != -ENODATA;
+	}
+	pmc_mirror_decide(h, degraded_ok, &plan);
+	if (plan.action == PMC_MIRROR_RESYNC && !h[plan.holder ^ 1].has_info &&
+	    h[plan.holder ^ 1].holds_cache) {
+		*why = "the other pmem device is not blank and no half of this cache";
+		return 1;
+	}
+	if (plan.action == PMC_MIRROR_REFUSE) {
+		*why = plan.why;
+		return 1;
+	}
+	f = plan.holder;
+	*from = f;
+	r = pmc_meta_open(m, h[f].base, pmem_size, BS, &oid, why);
+	if (r)
+		return -1;
+	*pos = m->n_blocks;
+	if (plan.action == PMC_MIRROR_DEGRADED) {
+		if (plan.mark_alone)
+			pmc_mirror_mark_alone(&h[f]);	/* M1 */
+		pmc_meta_use_halves(m, h[f].base, NULL);
+		return 0;
+	}
+	r = 1;
+	if (plan.action == PMC_MIRROR_BOTH)
+		r = pmc_resync_differ(NULL, m, h[0].base, h[1].base, buf,
+				      sizeof(buf));
+	if (r > 0) {
+		n_copies++;
+		*pos = pmc_mirror_resync_begin(&h[f], &h[f ^ 1],
+					       m->cache_uuid);	/* R1, R2 */
+		if (plan.action == PMC_MIRROR_BOTH)
+			*pos = m->n_blocks;
+		n_marks_resumed += *pos && *pos < m->n_blocks;
+		r = pmc_resync_records(NULL, m, h[f].base, h[f ^ 1].base, *pos,
+				       buf, sizeof(buf));
+		assert(!r);
+		if (*pos >= m->n_blocks)
+			pmc_mirror_resync_end(&h[f], &h[f ^ 1]);	/* R4, R5 */
+	}
+	pmc_meta_use_halves(m, h[0].base, h[1].base);
+	/* reads from the holder until the copy ends (pmc_mirror_resync_prepare()) */
+	m->base = h[*pos < m->n_blocks ? f : 0].base;
+	return 0;
+}
+
+/*
+ * The copy's data part, @batch slots at a time from *@next on: the
+ * resync work of mirror.c.  A media error on the holder ends a batch
+ * early; the model then tries that slot again (the module would stop the
+ * copy and drop the target).  True when the copy ended (R4, R5 done).
+ */
+static bool mirror_copy_batch(struct pmemcache *pc, struct pmc_meta *m,
+			      struct pmc_index *idx, struct pmc_mirror_half h[2],
+			      u32 from, u64 *next, u32 batch, u32 mark_every,
+			      u8 *buf)
+{
+	u64 slot = *next, end = slot + batch;
+	int r = 0;
+
+	if (end > m->n_blocks)
+		end = m->n_blocks;
+	for (; slot < end; slot++) {
+		r = pmc_resync_slot(pc, m, idx, h[from].base, h[from ^ 1].base,
+				    (u32)slot, buf);
+		if (pc)
+			trace("resync slot %llu flags %x block %llu: %d",
+			      (unsigned long long)slot,
+			      pmc_slot_flags(idx->slot[slot]),
+			      (unsigned long long)pmc_slot_oblock(idx->slot[slot]), r);
+		if (r < 0)
+			break;
+	}
+	*next = slot;
+	if (pc)
+		trace("resync from %u: slots below %llu copied", from,
+		      (unsigned long long)slot);
+	if (!pmc_resync_batch_end(&h[from], &h[from ^ 1], slot, m->n_blocks,
+				  mark_every))
+		return false;
+	m->base = h[0].base;	/* pmc_mirror_resync_done() */
+	n_copies_done++;
+	return true;
+}
+
+/* The halves with bit i of @present lost: each lost half zeroed. */
+static u32 lose_halves(u8 *vol, u32 present)
+{
+	u32 i;
+
+	for (i = 0; i < 2; i++)
+		if (!(present & (1U << i)))
+			memset(vol + i * pmem_size, 0, pmem_size);
+	return present;
+}
+
+/*
+ * A crash image of a mirrored cache, started as the module would: both
+ * halves, or one lost (the other with the administrator's override,
+ * degraded).  A start may refuse only a survivor that holds no whole
+ * cache (blank, or a copy's target before R5); a start that takes a half
+ * must read back every acknowledged write, before its copy and, once the
+ * copy ended, from the copy's target alone.  Cuts in the start, in the
+ * recovery and in the copy are checked again (nested).  A half lost at
+ * an earlier start of the chain (@gone, or -1) may come back, never be
+ * started alone: its partner ran alone meanwhile (both alone is the split
+ * brain the start refuses, rightly).
+ */
+static int recover_mirror_and_check(const u8 *img, const u32 *org,
+				    const char *ctx, int depth, int gone)
+{
+	struct pmodel *rm = &rm_pool[depth], *saved = PM;
+	int saved_cpu = cur_cpu;
+	struct pmc_mirror_half h[2];
+	u32 lose = rndn(4), present = lose < 2 ? 3 : lose - 1, from;
+
+	if (check_present && !depth)
+		present = check_present;
+	struct pmc_meta m;
+	struct pmc_index idx;
+	const char *why = NULL;
+	u64 pos;
+	int r, bad = 0;
+
+	pm_load(rm, img);
+	PM = rm;
+	cur_cpu = CPU_LOADER;
+	if (depth + 1 < max_depth && rndn(2) == 0)
+		rm->capture_countdown = 1 + rndn(12);
+	if (gone >= 0 && present != 3)
+		present = 3U & ~(1U << gone);
+	n_half_lost += present != 3;
+	r = mirror_start(rm->vol, present, present != 3, &m, h, &from, &pos,
+			 &why);
+	if (r == 1) {
+		u32 s = present == 3 ? 0 : present - 1;
+
+		/*
+		 * Refusing is right only where no whole cache is left, or
+		 * where the override of an earlier start of the chain ran one
+		 * half alone while the other was missing and that other one,
+		 * missing again later, was the source of a copy (R1) or also
+		 * ran alone: both halves ran alone, the split brain.
+		 */
+		if (gone >= 0 && present == 3 && h[0].has_info &&
+		    h[1].has_info && (h[0].info.flags & h[1].info.flags &
+				      PMC_MIRROR_PARTNER_STALE)) {
+			n_refused++;
+			goto out;
+		}
+		if (present == 3 || (h[s].has_info &&
+				     !(h[s].info.flags & PMC_MIRROR_RESYNCING)))
+			bad = fail(ctx, "mirror start refused (halves %ld): %s",
+				   present, why);
+		n_refused++;
+		goto out;
+	}
+	if (r) {
+		bad = fail(ctx, "mirror start: open failed (halves %ld): %s",
+			   present, why);
+		goto out;
+	}
+	bad = recover_checked(&m, &idx, org, ctx);
+	if (!bad && pos < m.n_blocks) {
+		u32 every = 1 + rndn(3);
+
+		while (!mirror_copy_batch(NULL, &m, &idx, h, from, &pos,
+					  1 + rndn(3), every, R.buf))
+			;
+	}
+	pmc_index_destroy(&idx);
+	if (!bad && present == 3) {
+		/*
+		 * The holder lost now: the other half alone, degraded.  No
+		 * cut here (the holder is gone from the volatile view only).
+		 */
+		rm->capture_countdown = 0;
+		n_alone_checked++;
+		lose_halves(rm->vol, 1U << (from ^ 1));
+		r = mirror_start(rm->vol, 1U << (from ^ 1), true, &m, h, &from,
+				 &pos, &why);
+		if (r)
+			bad = fail(ctx, "the other half alone after the copy: start %ld: %s",
+				   r, why);
+		else
+			bad = recover_checked(&m, &idx, org, "the other half alone");
+		if (!r)
+			pmc_index_destroy(&idx);
+	}
+	if (!bad && rm->captured) {
+		/* A crash during the start, recovery or copy: again from there. */
+		u8 *img2 = img_pool[depth + 1];
+
+		make_image(img2, rm->cap_dur, rm->cap_pend, rm->cap_npend,
+			   img_size, IMG_WORD + rndn(2));
+		n_nested++;
+		bad = recover_mirror_and_check(img2, org, "nested", depth + 1,
+					       present == 3 ? gone :
+					       present == 1 ? 1 : 0);
+	}
+out:
+	PM = saved;
+	cur_cpu = saved_cpu;
 	return bad;
 }
 
@@ -2399,7 +2770,7 @@ static void snapshot(const char *ctx)
 	for (k = 0; k < images_per_snapshot; k++) {
 		int mode = k == 0 ? (int)rndn(2) : 2 + (int)rndn(IMG_NR - 2);
 
-		make_image(img, E.pm.dur, E.pm.pend, E.pm.npend, pmem_size, mode);
+		make_image(img, E.pm.dur, E.pm.pend, E.pm.npend, img_size, mode);
 		origin_image(org);
 		n_states++;
 		if (recover_and_check(img, org, ctx, 0, NULL, NULL)) {
@@ -2433,6 +2804,7 @@ static void index_check_after_load(void)
 	stop_all = 1;
 }
 
+
 /* pmc_load(): open and recover on the loader CPU (never fences again). */
 static void load_engine(void)
 {
@@ -2442,7 +2814,29 @@ static void load_engine(void)
 
 	cur_cpu = CPU_LOADER;
 	PM = &E.pm;
-	r = pmc_meta_open(&E.m, E.pm.vol, pmem_size, BS, &oid, &why);
+	if (mirror) {
+		u64 pos;
+
+		/* pmc_mirror_start(): S1, decide, the record pass, then recovery */
+		r = mirror_start(E.pm.vol, load_present, load_override, &E.m,
+				 R.h, &R.from, &pos, &why);
+		if (r) {
+			fail("load", "mirror start %ld: %s", r, why);
+			stop_all = 1;
+			return;
+		}
+		R.next = pos;
+		R.syncing = pos < E.m.n_blocks;
+		if (load_present == 3 && !R.syncing)
+			stale_half = -1;	/* both current */
+		n_ran_alone += load_present != 3;
+		trace("mirror load: halves %u, holder %u, copy from %llu%s",
+		      load_present, R.from, (unsigned long long)pos,
+		      load_override ? " (override)" : "");
+		R.mark_every = 1 + rndn(3);
+	} else {
+		r = pmc_meta_open(&E.m, E.pm.vol, pmem_size, BS, &oid, &why);
+	}
 	assert(!r);
 	r = pmc_index_init(&E.idx, E.m.n_blocks);
 	assert(!r);
@@ -2496,6 +2890,33 @@ static void restart_from(const u8 *img, const u32 *org)
 	trace("restart");
 	pmc_index_destroy(&E.idx);
 	pm_load(&E.pm, img);
+	load_present = 3;
+	load_override = false;
+	if (mirror && rndn(3) == 0) {
+		/*
+		 * A half left out (missing at this start: the other runs
+		 * alone) or replaced by a blank device (pmemcachectl
+		 * replace): the half that may miss writes, else either.
+		 */
+		struct pmc_mirror_half h = { .present = true };
+		u32 i, out = stale_half >= 0 ? (u32)stale_half : rndn(2);
+
+		for (i = 0; i < 2 && stale_half < 0; i++) {
+			h.base = E.pm.vol + i * pmem_size;
+			if (pmc_mirror_load(&h) ||
+			    (h.info.flags & PMC_MIRROR_RESYNCING))
+				out = i;
+		}
+		if (rndn(2)) {
+			load_present = 3U & ~(1U << out);
+		} else {
+			lose_halves(E.pm.vol, 1U << (out ^ 1));
+			pm_load(&E.pm, E.pm.vol);
+			n_replaced++;
+		}
+		load_override = true;
+		stale_half = (int)out;
+	}
 	find_dup_blocks();
 	memcpy(org_dur, org, nsec * sizeof(u32));
 	memcpy(org_vis, org, nsec * sizeof(u32));
@@ -2518,8 +2939,8 @@ static void world_reset(void)
 	int r;
 
 	if (!zero) {
-		zero = calloc(1, pmem_size);
-		pm_init(&E.pm, pmem_size);
+		zero = calloc(1, img_size);
+		pm_init(&E.pm, img_size);
 	} else {
 		pmc_index_destroy(&E.idx);
 	}
@@ -2528,8 +2949,26 @@ static void world_reset(void)
 	work_pm = &E.pm;
 	PM = &E.pm;
 	cur_cpu = CPU_LOADER;
-	r = pmc_meta_format(&E.m, E.pm.vol, pmem_size, BS, &oid);
+	load_present = 3;
+	load_override = false;
+	stale_half = -1;
+	if (mirror && (world_pair || rndn(2))) {
+		/* a new pair, as pmc_mirror_start() formats it */
+		struct pmc_mirror_half h[2] = {
+			{ .base = E.pm.vol, .present = true },
+			{ .base = E.pm.vol + pmem_size, .present = true },
+		};
+
+		r = pmc_meta_format_pair(&E.m, h[0].base, h[1].base, pmem_size,
+					 BS, &oid);
+		pmc_mirror_resync_begin(&h[0], &h[1], E.m.cache_uuid);
+		pmc_mirror_resync_end(&h[0], &h[1]);
+	} else {
+		/* one device's cache; mirrored: a blank second half to copy to */
+		r = pmc_meta_format(&E.m, E.pm.vol, pmem_size, BS, &oid);
+	}
 	assert(!r);
+	pm_load(&E.pm, E.pm.vol);
 	load_engine();
 	memset(org_dur, 0, nsec * sizeof(u32));
 	memset(org_vis, 0, nsec * sizeof(u32));
@@ -2580,7 +3019,7 @@ static int scenario_check(const u8 *img, const char *ctx)
  */
 static int scenario_cut(int mode, const char *ctx)
 {
-	make_image(img_pool[0], E.pm.dur, E.pm.pend, E.pm.npend, pmem_size,
+	make_image(img_pool[0], E.pm.dur, E.pm.pend, E.pm.npend, img_size,
 		   mode);
 	return scenario_check(img_pool[0], ctx);
 }
@@ -2841,6 +3280,162 @@ static void scenario_heal_fill_fails(void)
 	scenario_cut(IMG_ALL, "scenario heal fill fails");
 	cur_cpu = 1;
 	pmc_pmem_fence(PMC_P_DATA);
+}
+
+/*
+ * --mirror.  A copy runs (target: half 1, every slot below X copied) and
+ * X holds a CLEAN block, which an eviction takes out: its FREE store and
+ * the unlink from the index, then the fence, all under the stripe lock.
+ * Just before that fence the copy looks at X.  Unless it waits for the
+ * stripe lock it passes X (out of the index) and marks it copied (R3)
+ * while the FREE is not durable; a cut then leaves X's record live on
+ * both halves, below the mark, and the target never got its data.  The
+ * random runs rarely stall an eviction between its unlink and its fence
+ * right where the copy is.
+ */
+static u32 resync_scen_slot;
+static int resync_scen_ran;
+
+static void resync_window(void)
+{
+	int keep = cur_cpu;
+	u32 x = resync_scen_slot;
+
+	cur_cpu = (int)n_writers + 2;		/* the resync work's CPU */
+	resync_probe = 1;
+	if (!setjmp(resync_probe_jmp)) {
+		int r = pmc_resync_slot(&E, &E.m, &E.idx, R.h[0].base,
+					R.h[1].base, x, R.buf);
+
+		resync_probe = 0;
+		resync_scen_ran = 1;
+		R.next = x + 1;
+		if (r >= 0)
+			pmc_resync_batch_end(&R.h[0], &R.h[1], R.next,
+					     E.m.n_blocks, 1);
+		/* the cut: the eviction's FREE still pending */
+		R.syncing = 0;
+		check_present = 3;
+		scenario_cut(IMG_NONE, "scenario resync passes an eviction");
+		check_present = 0;
+	}
+	resync_probe = 0;
+	cur_cpu = keep;
+}
+
+static void scenario_resync_passes_eviction(void)
+{
+	u32 x, n;
+	u64 off;
+
+	world_pair = 1;
+	world_reset();
+	world_pair = 0;
+	cur_cpu = 0;
+	op_write(5 * SPB, SPB);			/* w1 in slot X */
+	x = pmc_index_lookup(&E.idx, 5);
+	cur_cpu = 2;
+	if (x == PMC_NO_SLOT || wb_pass(16) != 1) {
+		scenario_skipped("resync-passes-eviction");
+		return;
+	}
+	device_complete_one(1);
+	cur_cpu = 3;
+	wb_endio_work();			/* block 5 CLEAN */
+	/* R1, R2 from half 0; the target has every slot but X's data */
+	cur_cpu = CPU_LOADER;
+	pmc_mirror_resync_begin(&R.h[0], &R.h[1], E.m.cache_uuid);
+	off = pmem_size + pmc_meta_data_offset(&E.m, x);
+	memset(E.pm.vol + off, 0, BS);
+	memset(E.pm.dur + off, 0, BS);
+	for (n = 0; n < E.pm.npend; n++)
+		assert(E.pm.pend[n].off < off || E.pm.pend[n].off >= off + BS);
+	R.from = 0;
+	R.next = x;
+	R.syncing = 1;
+	resync_scen_slot = x;
+	resync_scen_ran = 0;
+	cur_cpu = 0;
+	E.pm.capture_countdown = 1;		/* the eviction's fence */
+	capture_hook = resync_window;
+	evict_clean(16);
+	capture_hook = NULL;
+	E.pm.capture_countdown = 0;
+	if (resync_scen_ran)
+		return;
+	/* the copy waited for the stripe lock: now it looks at X, cut */
+	cur_cpu = (int)n_writers + 2;
+	mirror_copy_batch(&E, &E.m, &E.idx, R.h, 0, &R.next, 1, 1, R.buf);
+	R.syncing = 0;
+	check_present = 3;
+	scenario_cut(IMG_NONE, "scenario resync passes an eviction");
+	check_present = 0;
+}
+
+/*
+ * --mirror.  A copy from half 1 to half 0 runs; writeback claims block 5
+ * (slot X, not yet copied) and, before it reads X, a write of block 5 is
+ * acknowledged (X STALE, its record FREE, still under writeback), the
+ * copy runs to its end and reads move to half 0.  Writeback then reads X
+ * there: the copy must have copied X although it maps no block any more.
+ * The random runs rarely end a copy between a claim and its read.
+ */
+static void stale_window(void)
+{
+	int keep = cur_cpu;
+
+	cur_cpu = 0;
+	op_write(5 * SPB, SPB);			/* w2, acknowledged: X STALE */
+	cur_cpu = (int)n_writers + 2;		/* the resync work, to its end */
+	while (!mirror_copy_batch(&E, &E.m, &E.idx, R.h, 1, &R.next, 4, 4,
+				  R.buf))
+		;
+	R.syncing = 0;
+	cur_cpu = keep;
+}
+
+static void scenario_resync_of_a_stale_slot(void)
+{
+	u32 x;
+	u64 off;
+
+	world_pair = 1;
+	world_reset();
+	world_pair = 0;
+	cur_cpu = 0;
+	op_write(5 * SPB, SPB);			/* w1 in slot X */
+	x = pmc_index_lookup(&E.idx, 5);
+	if (x == PMC_NO_SLOT) {
+		scenario_skipped("resync-of-a-stale-slot");
+		return;
+	}
+	/* R1, R2 from half 1; reads from it; half 0 lacks X's data */
+	cur_cpu = CPU_LOADER;
+	pmc_mirror_resync_begin(&R.h[1], &R.h[0], E.m.cache_uuid);
+	E.m.base = R.h[1].base;
+	off = pmc_meta_data_offset(&E.m, x);
+	memset(E.pm.vol + off, 0, BS);
+	memset(E.pm.dur + off, 0, BS);
+	R.from = 1;
+	R.next = 0;
+	R.syncing = 1;
+	cur_cpu = 2;
+	wb_copy_hook = stale_window;
+	if (wb_pass(16) != 1 || wb_copy_hook) {
+		wb_copy_hook = NULL;
+		scenario_skipped("resync-of-a-stale-slot");
+	}
+	R.syncing = 0;
+	cur_cpu = CPU_LOADER;
+}
+
+static void run_mirror_scenarios(void)
+{
+	scripted = 1;
+	scenario_resync_passes_eviction();
+	scenario_resync_of_a_stale_slot();
+	scripted = 0;
+	cur_cpu = CPU_LOADER;
 }
 
 static void run_scenarios(void)
@@ -3107,7 +3702,7 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: crash_model [--ops N] [--seed S] [--writers W] [--images K] [--store-pct P]\n"
 		"                   [--media-errors PERMILLE] [--restarts PERMILLE] [--stop-at-first]\n"
-		"                   [--data-only]\n"
+		"                   [--data-only] [--mirror]\n"
 		"                   [--format-rounds N]\n"
 		"                   [--break data-fence|record-fence|free-fence|data-flush|record-flush|\n"
 		"                            format-order]\n"
@@ -3154,6 +3749,8 @@ int main(int argc, char **argv)
 			stop_at_first = 1;
 		else if (!strcmp(a, "--data-only"))
 			data_only = 1;
+		else if (!strcmp(a, "--mirror"))
+			mirror = 1;
 		else if (!strcmp(a, "--break") && more) {
 			const char *b = argv[++i];
 
@@ -3170,7 +3767,7 @@ int main(int argc, char **argv)
 			usage();
 		}
 	}
-	if (n_writers < 1 || n_writers + 2 > MAX_CPUS)
+	if (n_writers < 1 || n_writers + 2 + mirror > MAX_CPUS)
 		usage();
 	rng_state ^= seed * 0x9e3779b97f4a7c15ULL;
 	if (!rng_state)
@@ -3187,15 +3784,17 @@ int main(int argc, char **argv)
 		ev_reset(s, 0);
 	oid.sectors = (u64)nsec;
 	memset(oid.uuid, 0x5a, sizeof(oid.uuid));
+	img_size = mirror ? 2 * pmem_size : pmem_size;
+	max_depth = mirror ? 3 : 2;
 	for (i = 0; i < MAX_DEPTH; i++)
-		pm_init(&rm_pool[i], pmem_size);
+		pm_init(&rm_pool[i], img_size);
 	for (i = 0; i <= MAX_DEPTH; i++)
-		img_pool[i] = malloc(pmem_size);
+		img_pool[i] = malloc(img_size);
 
 	format_crashes(format_rounds ? format_rounds :
 		       ops / 2 + 50 < 5000 ? ops / 2 + 50 : 5000);
 	if (!done_after_violation())
-		run_scenarios();
+		mirror ? run_mirror_scenarios() : run_scenarios();
 
 	/* The cache is formatted and loaded on the loader CPU. */
 	world_reset();
@@ -3208,7 +3807,7 @@ int main(int argc, char **argv)
 	if (!done_after_violation()) {
 		u8 *img = img_pool[0];
 
-		make_image(img, E.pm.dur, E.pm.pend, E.pm.npend, pmem_size,
+		make_image(img, E.pm.dur, E.pm.pend, E.pm.npend, img_size,
 			   IMG_ALL);
 		n_states++;
 		if (recover_and_check(img, org_vis, "final", 0, NULL, NULL))
@@ -3234,6 +3833,17 @@ int main(int argc, char **argv)
 	       (unsigned long long)n_wb_unsent, (unsigned long long)n_wb_failed,
 	       (unsigned long long)n_partial_reads, (unsigned long long)n_heals,
 	       (unsigned long long)n_wb_heals_queued);
+	if (mirror)
+		printf("mirror_starts=%llu copies=%llu copies_done=%llu resumed_at_mark=%llu halves_lost=%llu refused=%llu replaced=%llu ran_alone=%llu alone_checked=%llu\n",
+		       (unsigned long long)n_mirror_starts,
+		       (unsigned long long)n_copies,
+		       (unsigned long long)n_copies_done,
+		       (unsigned long long)n_marks_resumed,
+		       (unsigned long long)n_half_lost,
+		       (unsigned long long)n_refused,
+		       (unsigned long long)n_replaced,
+		       (unsigned long long)n_ran_alone,
+		       (unsigned long long)n_alone_checked);
 	printf("crash_states=%llu format_states=%llu bad_states=%llu violations=%llu\n",
 	       (unsigned long long)n_states,
 	       (unsigned long long)n_format_states,

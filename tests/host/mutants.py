@@ -28,7 +28,7 @@ crash_model.c: the flush of a bio's data, the REQ_PREFLUSH fence) are mutated th
 test the model's copy, not the module.
 
 usage: mutants.py [--long] [--only TEXT] [--list] [--keep]
-Prints "controls 1, not caught 1", one line per mutant, "durability
+Prints "controls 2, not caught 2", one line per mutant, "durability
 sites N, mutants caught N" and "I/O policy mutants N, caught N".
 Exit status 0 if every mutant of the shared code was caught and the
 negative control (the unmutated sources, the same runs) was not.
@@ -45,6 +45,17 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.normpath(os.path.join(HERE, "..", "..", "dm-pmemcache"))
 MODEL = os.path.join(HERE, "crash_model.c")
 SHARED = ["pmc_meta.c", "pmc_index.c", "pmc_wb.c", "pmc_io.c", "pmc_write.c"]
+# The mirror's shared units: their sites and decisions are run with the
+# model's second half (--mirror): the copy to a half (pmc_resync.c) and
+# the info steps around it (pmc_mirror.c).
+MIRROR_SHARED = ["pmc_resync.c", "pmc_mirror.c"]
+# Sites of those no run of the model reaches, with why: printed, counted
+# apart, never called caught.
+MIRROR_NOT_MODELLED = {
+    "pmc_mirror_scrub": "S1 guards against two cuts inside updates of one info "
+                        "slot whose words coincide; neither this model nor "
+                        "mirror_check --torn (one update) builds such images",
+}
 CFLAGS = ["-O2", "-g", "-Wall", "-Wextra", "-Wno-unused-parameter",
           "-Wno-sign-compare", "-std=gnu11"]
 NOFLUSH_DECL = ("void pmc_model_store_noflush(void *dst, const void *src, "
@@ -57,6 +68,8 @@ NOFLUSH_DECL = ("void pmc_model_store_noflush(void *dst, const void *src, "
 # test-long) needs every run to catch it.
 QUICK_RUNS = [["--ops", "3000", "--seed", str(s)] for s in (1, 2, 3, 4, 5)]
 LONG_RUNS = [["--ops", "20000", "--seed", str(s)] for s in (1, 2, 3, 4, 5)]
+MIRROR_QUICK_RUNS = [["--mirror", *r] for r in QUICK_RUNS]
+MIRROR_LONG_RUNS = [["--mirror", *r] for r in LONG_RUNS]
 
 # The protocol bugs the model found, put back one at a time: each must be
 # caught too (file, what, text of the fixed code, text of the old code).
@@ -173,6 +186,31 @@ POLICY = [
      "\tok = !pmc_env_stripe_around(pc, oblock);\n"),
 ]
 
+# The decisions of the mirror's copy (pmc_resync.c), each turned wrong:
+# each must lose an acknowledged write on the copy's target (run with
+# --mirror; the same form as POLICY).
+MIRROR_POLICY = [
+    # found by the model: a slot superseded while its writeback was in
+    # flight (STALE) is read by that writeback after the copy ended
+    ("pmc_resync.c", "the copy skips a superseded slot whose writeback is in flight (STALE)",
+     "\treturn (pmc_slot_flags(v) & (PMC_SF_USED | PMC_SF_BAD)) == PMC_SF_USED;\n",
+     "\treturn (pmc_slot_flags(v) & (PMC_SF_USED | PMC_SF_STALE | PMC_SF_BAD)) ==\n"
+     "\t       PMC_SF_USED;\n"),
+    # found by the model: an eviction's FREE, visible but not yet fenced
+    ("pmc_resync.c", "the copy skips a slot out of the index without its stripe lock",
+     "\tif (!(pmc_slot_flags(v) & PMC_SF_USED)) {\n"
+     "\t\tif (pmc_meta_read_record(m, slot, &rec, &live))\n"
+     "\t\t\treturn -EIO;\n"
+     "\t\tob = le64_to_cpu(rec.oblock);\n\t}\n",
+     "\tif (!(pmc_slot_flags(v) & PMC_SF_USED))\n\t\treturn 0;\n"),
+    ("pmc_resync.c", "the record pass copies a record below the mark without its data",
+     "\t\tif (live && slot < pos) {\n",
+     "\t\tif (0) {\n"),
+    ("pmc_resync.c", "an R3 mark counts a slot not yet copied",
+     "\t\tpmc_mirror_resync_progress(tgt, next);\t/* R3 */\n",
+     "\t\tpmc_mirror_resync_progress(tgt, next + 1);\t/* R3 */\n"),
+]
+
 # The model's violations that are about the data: a lost, stale or garbage
 # sector after a crash or in a running read, a CLEAN block the origin does
 # not hold, garbage sent to the origin.
@@ -214,10 +252,10 @@ def protocol_label(lines, i):
     return ""
 
 
-def shared_sites():
+def shared_sites(names=SHARED):
     """(file, line number, kind, description) of every durability site."""
     sites = []
-    for name in SHARED:
+    for name in names:
         lines = open(os.path.join(SRC, name)).read().split("\n")
         for i, line in enumerate(lines):
             code = code_part(line)
@@ -278,14 +316,16 @@ def regression_sites():
             for k, (f, what, _, _) in enumerate(REGRESSIONS)]
 
 
-def policy_sites():
-    return [(f, k, "policy", "%s: %s" % (f, what), "")
-            for k, (f, what, _, _) in enumerate(POLICY)]
+def policy_sites(table=POLICY, kind="policy"):
+    return [(f, k, kind, "%s: %s" % (f, what), "")
+            for k, (f, what, _, _) in enumerate(table)]
 
 
 def mutate(text, lineno, kind):
-    if kind in ("regression", "policy"):
-        _, _, fixed, old = (REGRESSIONS if kind == "regression" else POLICY)[lineno]
+    if kind in ("regression", "policy", "mpolicy"):
+        table = {"regression": REGRESSIONS, "policy": POLICY,
+                 "mpolicy": MIRROR_POLICY}[kind]
+        _, _, fixed, old = table[lineno]
         # one edit (text of the real code, mutated text), or a pair of them
         edits = [(fixed, old)] if isinstance(fixed, str) else [fixed, old]
         for real, mutated in edits:
@@ -337,7 +377,7 @@ class Builder:
 
     @staticmethod
     def units(src):
-        return ([(n, os.path.join(src, n)) for n in SHARED] +
+        return ([(n, os.path.join(src, n)) for n in SHARED + MIRROR_SHARED] +
                 [("pmc_shim_user.c", os.path.join(src, "user", "pmc_shim_user.c")),
                  ("crash_model.c", MODEL)])
 
@@ -395,7 +435,7 @@ def check_mutant(builder, site, runs, all_runs):
         if p.returncode not in (0, 1):
             tail = p.stderr.strip().splitlines()[-1:] or [""]
             return False, "model aborted (rc %d): %s" % (p.returncode, tail[0])
-        if ok and kind == "policy" and not DATA_VIOLATION.match(viol):
+        if ok and kind in ("policy", "mpolicy") and not DATA_VIOLATION.match(viol):
             # unsound: caught by a bookkeeping check, not by lost data
             ok, unsound = False, "caught only by a check that is not about the data: %s" % viol[:110]
             if all_runs:
@@ -438,11 +478,16 @@ def main():
     regress = [s for s in regression_sites() if args.only in s[3]]
     policy = [s for s in policy_sites() if args.only in s[3]]
     model = [] if args.no_model_sites else [s for s in model_sites() if args.only in s[3]]
+    mshared = [s for s in shared_sites(MIRROR_SHARED) if args.only in s[3]]
+    mgap = [s for s in mshared if any("in %s()" % f in s[3] for f in MIRROR_NOT_MODELLED)]
+    mshared = [s for s in mshared if s not in mgap]
+    mpolicy = [s for s in policy_sites(MIRROR_POLICY, "mpolicy") if args.only in s[3]]
     if args.list:
-        for s in shared + policy + regress + model:
+        for s in shared + policy + regress + model + mshared + mpolicy:
             print(s[3] + ("  (redundant: %s)" % s[4] if s[4] else ""))
         return 0
     runs = LONG_RUNS if args.long else QUICK_RUNS
+    mruns = MIRROR_LONG_RUNS if args.long else MIRROR_QUICK_RUNS
     tmp = tempfile.mkdtemp(prefix="pmc-mutants-")
     bad = 0
     try:
@@ -451,8 +496,13 @@ def main():
         bad += not ok
         print("%-10s unmutated %s -- %s" % ("control" if ok else "CAUGHT", "/".join(SHARED), why),
               flush=True)
-        print("controls 1, not caught %d" % ok, flush=True)
-        def run_group(sites):
+        mok, why = check_control(builder, mruns)
+        bad += not mok
+        print("%-10s unmutated, with --mirror -- %s" % ("control" if mok else "CAUGHT", why),
+              flush=True)
+        print("controls 2, not caught %d" % (ok + mok), flush=True)
+
+        def run_group(sites, runs=runs):
             """Check each mutant of @sites, one line each: how many were caught."""
             n = 0
             for site in sites:
@@ -468,6 +518,14 @@ def main():
         bad += len(policy) - pcaught
         rcaught = run_group(regress)
         bad += len(regress) - rcaught
+        for site in mgap:
+            fn = next(f for f in MIRROR_NOT_MODELLED if "in %s()" % f in site[3])
+            print("%-10s %s -- %s" % ("not run", site[3], MIRROR_NOT_MODELLED[fn]),
+                  flush=True)
+        mscaught = run_group(mshared, mruns)
+        bad += len(mshared) - mscaught
+        mpcaught = run_group(mpolicy, mruns)
+        bad += len(mpolicy) - mpcaught
         mcaught = mred = 0
         for site in model:
             if site[4] and not args.long:
@@ -495,6 +553,10 @@ def main():
         print("I/O policy mutants %d, caught %d" % (len(policy), pcaught))
     if regress:
         print("fixed protocol bugs put back %d, caught %d" % (len(regress), rcaught))
+    if mshared or mpolicy:
+        print("mirror durability sites %d, caught %d, not modelled %d; "
+              "mirror copy policy mutants %d, caught %d"
+              % (len(mshared), mscaught, len(mgap), len(mpolicy), mpcaught))
     if model:
         print("model copies of io.c/writeback.c sites %d, mutants caught %d, "
               "redundant %d" % (len(model), mcaught, mred))
