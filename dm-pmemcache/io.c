@@ -164,11 +164,24 @@ static int pmc_fill_from_bio(void *ctx, u8 *block)
 static int pmc_copy_to_bio(struct bio *bio, const u8 *block, u32 first,
 			   u32 mask)
 {
+	u32 pos = first << SECTOR_SHIFT, n = bio_sectors(bio);
+	u32 all = (n >= 32 ? ~0U : (1U << n) - 1) << first;
 	struct bvec_iter iter;
 	struct bio_vec bv;
-	u32 pos = first << SECTOR_SHIFT;
 	int ret = 0;
 
+	/* A read hit: every sector cached, one copy per segment. */
+	if ((mask & all) == all) {
+		bio_for_each_segment(bv, bio, iter) {
+			u8 *dst = bvec_kmap_local(&bv);
+
+			if (pmc_copy_from_pmem(dst, block + pos, bv.bv_len))
+				ret = -EIO;
+			kunmap_local(dst);
+			pos += bv.bv_len;
+		}
+		return ret;
+	}
 	bio_for_each_segment(bv, bio, iter) {
 		u8 *dst = bvec_kmap_local(&bv);
 		u32 done = 0;
@@ -354,15 +367,15 @@ struct pmc_through {
 	struct page *page;	/* the block as T1 writes it */
 };
 
-/* Is a write through the cache of @oblock between T1 and T2? */
-static bool pmc_through_busy(struct pmemcache *pc, struct pmc_stripe *st,
-			     u64 oblock)
+/*
+ * Is a write through the cache of @oblock between T1 and T2?  The caller
+ * saw one in flight in its stripe (pmc_env_through_busy()).
+ */
+bool pmc_through_listed(struct pmemcache *pc, u64 oblock)
 {
 	struct pmc_through *t;
 	bool busy = false;
 
-	if (!atomic_read(&st->through))
-		return false;
 	spin_lock(&pc->through_lock);
 	list_for_each_entry(t, &pc->through_busy, busy) {
 		if (t->thru.oblock == oblock) {
@@ -434,11 +447,6 @@ bool pmc_env_shutting_down(struct pmemcache *pc)
 	return READ_ONCE(pc->shutting_down);
 }
 
-bool pmc_env_through_busy(struct pmemcache *pc, u64 oblock)
-{
-	return pmc_through_busy(pc, pmc_stripe_of(pc, oblock), oblock);
-}
-
 /*
  * At least as many blocks as are clean: all but the free, the quarantined
  * and the dirty ones.  It may lag a writeback completion that is marking
@@ -461,12 +469,6 @@ void pmc_env_evict_unlock(struct pmemcache *pc)
 	mutex_unlock(&pc->evict_lock);
 }
 
-void pmc_env_free_slots(struct pmemcache *pc, const u32 *slots,
-			unsigned int n)
-{
-	pmc_free_slots(pc, slots, n);
-}
-
 void pmc_env_resched(struct pmemcache *pc)
 {
 	cond_resched();
@@ -474,25 +476,18 @@ void pmc_env_resched(struct pmemcache *pc)
 
 /* ---- pmc_env_*(): what the shared write policy (pmc_write.h) asks ---- */
 
-void pmc_env_stripe_lock_read(struct pmemcache *pc, u64 oblock)
-{
-	down_read(&pmc_stripe_of(pc, oblock)->lock);
-}
-
-void pmc_env_stripe_unlock_read(struct pmemcache *pc, u64 oblock)
-{
-	up_read(&pmc_stripe_of(pc, oblock)->lock);
-}
-
 /* In the caller's map call (never in a work item): T1 ends it. */
 void pmc_env_through_wait(struct pmemcache *pc, u64 oblock)
 {
-	struct pmc_stripe *st = pmc_stripe_of(pc, oblock);
-
-	wait_event(pc->through_wait, !pmc_through_busy(pc, st, oblock));
+	wait_event(pc->through_wait, !pmc_env_through_busy(pc, oblock));
 }
 
-u32 pmc_env_alloc_slot(struct pmemcache *pc, bool wait)
+/*
+ * pmc_env_alloc_slot() when pmc_take_slot() found none: a pmem device
+ * has a badblocks list (each slot is checked), or no slot is free (evict,
+ * and if @wait, wait as pmc_alloc_slot() does).
+ */
+u32 pmc_alloc_slot_slow(struct pmemcache *pc, bool wait)
 {
 	u32 slot;
 
@@ -502,17 +497,6 @@ u32 pmc_env_alloc_slot(struct pmemcache *pc, bool wait)
 	if (slot == PMC_NO_SLOT && pmc_evict_clean(pc, 32))
 		slot = pmc_pop_usable(pc);
 	return slot;
-}
-
-unsigned int pmc_env_epoch(struct pmemcache *pc)
-{
-	return atomic_read(&pc->epoch) & 3;
-}
-
-void pmc_env_dirty_inc(struct pmemcache *pc, unsigned int epoch)
-{
-	atomic64_inc(&pc->epoch_dirty[epoch]);
-	atomic64_inc(&pc->n_dirty);
 }
 
 void pmc_env_retire_slot(struct pmemcache *pc, u32 slot)
@@ -553,16 +537,6 @@ void pmc_env_wait_room(struct pmemcache *pc, int token)
 {
 	wait_event_timeout(pc->free_wait, atomic_read(&pc->wb_done) != token,
 			   HZ);
-}
-
-int pmc_env_pmem_enter(struct pmemcache *pc)
-{
-	return pmc_pmem_enter(pc);
-}
-
-void pmc_env_pmem_exit(struct pmemcache *pc, int id)
-{
-	pmc_pmem_exit(id);
 }
 
 struct pmc_kept_copy {

@@ -4,8 +4,6 @@
  */
 #include "pmc_index.h"
 
-#define PMC_GOLDEN_64	0x61c8864680b583ebULL
-
 /* ---- hierarchical bitmap ----------------------------------------------- */
 
 #define PMC_BM_SHIFT	(BITS_PER_LONG == 64 ? 6 : 5)
@@ -276,28 +274,6 @@ size_t pmc_index_ram_bytes(const struct pmc_index *idx)
 	       (sizeof(*idx->bucket) << idx->bucket_bits) +
 	       (ref_words + pmc_bm_words(&idx->clean) + wb_words) *
 	       sizeof(unsigned long);
-}
-
-u32 pmc_index_bucket(const struct pmc_index *idx, u64 oblock)
-{
-	if (!idx->bucket_bits)
-		return 0;
-	return (u32)((oblock * PMC_GOLDEN_64) >> (64 - idx->bucket_bits));
-}
-
-u32 pmc_index_lookup(const struct pmc_index *idx, u64 oblock)
-{
-	u32 s = idx->bucket[pmc_index_bucket(idx, oblock)];
-
-	while (s != PMC_NO_SLOT) {
-		u64 v = idx->slot[s];
-
-		if (pmc_slot_oblock(v) == oblock &&
-		    !(pmc_slot_flags(v) & PMC_SF_STALE))
-			return s;
-		s = idx->next[s];
-	}
-	return PMC_NO_SLOT;
 }
 
 bool pmc_index_inflight(const struct pmc_index *idx, u64 oblock)

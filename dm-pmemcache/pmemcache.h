@@ -8,6 +8,8 @@
 
 #include <linux/device-mapper.h>
 #include <linux/bio.h>
+#include <linux/badblocks.h>
+#include <linux/blkdev.h>
 #include <linux/dax.h>
 #include <linux/pfn_t.h>
 #include <linux/mempool.h>
@@ -17,7 +19,6 @@
 #include <linux/workqueue.h>
 
 #include "pmc_meta.h"
-#include "pmc_io.h"
 #include "pmc_mirror.h"
 #include "pmc_table.h"
 
@@ -328,6 +329,22 @@ int pmc_origin_identity(struct pmemcache *pc, struct pmc_origin_id *oid);
 int pmc_copy_from_pmem(void *dst, const void *src, size_t len);
 bool pmc_pmem_range_bad(struct pmemcache *pc, u64 byte_off, u32 len);
 
+/* May @d have bad pmem at all?  Its badblocks list is not empty. */
+static inline bool pmc_dev_may_be_bad(struct dm_dev *d)
+{
+	struct badblocks *bb = d->bdev->bd_disk->bb;
+
+	return bb && READ_ONCE(bb->count);
+}
+
+/* pmc_half_range_bad() without a call while half @h has no bad pmem. */
+static inline bool pmc_half_bad(struct pmemcache *pc, unsigned int h,
+				u64 byte_off, u32 len)
+{
+	return pmc_dev_may_be_bad(h ? pc->mirror.dev : pc->pmem_dev) &&
+	       pmc_half_range_bad(pc, h, byte_off, len);
+}
+
 /* Byte 0 of half @h: meta.base is the survivor's once a half was lost. */
 static inline const u8 *pmc_half_base(struct pmemcache *pc, unsigned int h)
 {
@@ -354,8 +371,8 @@ static __always_inline int pmc_read_either_half(struct pmemcache *pc, u32 slot,
 	unsigned int h = live == 3 ? slot & 1 : live == 2;
 	const u8 *other;
 
-	if (!pmc_half_range_bad(pc, h, at, len) && !copy(ctx, pmc_half_base(pc, h))) {
-		if (live == 3 && count && pmc_half_range_bad(pc, h ^ 1, at, len))
+	if (!pmc_half_bad(pc, h, at, len) && !copy(ctx, pmc_half_base(pc, h))) {
+		if (live == 3 && count && pmc_half_bad(pc, h ^ 1, at, len))
 			pmc_mirror_heal_later(pc, slot);
 		return 0;
 	}
@@ -377,6 +394,27 @@ int pmc_bio_add_pmem(struct pmemcache *pc, struct bio *bio, u32 slot,
 
 /* index helpers (io.c) */
 u32 pmc_alloc_slot(struct pmemcache *pc, unsigned int wait_ms);
+u32 pmc_alloc_slot_slow(struct pmemcache *pc, bool wait);
+bool pmc_through_listed(struct pmemcache *pc, u64 oblock);
+
+/*
+ * A free slot, or PMC_NO_SLOT: then pmc_alloc_slot_slow(), which also
+ * takes the slots while a pmem device has a badblocks list, to check
+ * each (pmc_pop_usable()).
+ */
+static inline u32 pmc_take_slot(struct pmemcache *pc)
+{
+	u32 s;
+
+	if (unlikely(pmc_dev_may_be_bad(pc->pmem_dev) ||
+		     (pc->mirror.dev && pmc_dev_may_be_bad(pc->mirror.dev))))
+		return PMC_NO_SLOT;
+	spin_lock(&pc->free_lock);
+	s = pmc_index_pop_free(&pc->idx);
+	spin_unlock(&pc->free_lock);
+	return s;
+}
+
 void pmc_free_slots(struct pmemcache *pc, const u32 *slots, unsigned int n);
 unsigned int pmc_evict_clean(struct pmemcache *pc, unsigned int want);
 
@@ -449,5 +487,9 @@ void pmc_mirror_resync_kick(struct pmemcache *pc);
 /* recovery.c */
 int pmc_load_check(struct pmemcache *pc, char **error);
 int pmc_load(struct pmemcache *pc);
+
+/* The shared units' pmc_env_*() of every I/O, then those units' API. */
+#include "pmc_env.h"
+#include "pmc_io.h"
 
 #endif /* DM_PMEMCACHE_H */
