@@ -82,6 +82,71 @@ static bool pmc_have_free(struct pmemcache *pc)
 }
 
 /*
+ * pmc_take_slot() found its CPU's cache empty: one slot, and up to
+ * PMC_FREE_BATCH - 1 more into the cache, from the shared list.
+ */
+u32 pmc_refill_slot(struct pmemcache *pc)
+{
+	u32 batch[PMC_FREE_BATCH], n = 0, i, s;
+	struct pmc_free_cache *c;
+
+	spin_lock(&pc->free_lock);
+	while (n < PMC_FREE_BATCH &&
+	       (s = pmc_index_pop_free(&pc->idx)) != PMC_NO_SLOT)
+		batch[n++] = s;
+	spin_unlock(&pc->free_lock);
+	if (n <= 1)
+		return n ? batch[0] : PMC_NO_SLOT;
+	c = get_cpu_ptr(pc->free_cache);
+	spin_lock(&c->lock);
+	for (i = 1; i < n && c->n < PMC_FREE_BATCH; i++)
+		c->slot[c->n++] = batch[i];
+	spin_unlock(&c->lock);
+	put_cpu_ptr(pc->free_cache);
+	/* Another task on this CPU filled it meanwhile: the rest go back. */
+	if (i < n)
+		pmc_free_slots(pc, batch + i, n - i);
+	return batch[0];
+}
+
+/*
+ * Every CPU's cached free slots back to the shared list, for a write that
+ * found that list empty (or checks each slot against a badblocks list).
+ * Returns how many.
+ */
+static unsigned int pmc_drain_free_caches(struct pmemcache *pc)
+{
+	u32 batch[PMC_FREE_BATCH];
+	unsigned int cpu, n, moved = 0;
+
+	for_each_possible_cpu(cpu) {
+		struct pmc_free_cache *c = per_cpu_ptr(pc->free_cache, cpu);
+
+		if (!READ_ONCE(c->n))
+			continue;
+		spin_lock(&c->lock);
+		n = c->n;
+		memcpy(batch, c->slot, n * sizeof(*batch));
+		c->n = 0;
+		spin_unlock(&c->lock);
+		pmc_free_slots(pc, batch, n);
+		moved += n;
+	}
+	return moved;
+}
+
+/* The free slots: the shared list's and the CPUs' caches'. */
+u64 pmc_free_count(struct pmemcache *pc)
+{
+	u64 n = READ_ONCE(pc->idx.n_free);
+	unsigned int cpu;
+
+	for_each_possible_cpu(cpu)
+		n += READ_ONCE(per_cpu_ptr(pc->free_cache, cpu)->n);
+	return n;
+}
+
+/*
  * Evict up to @want clean blocks, in clock order over the clean bitmap of
  * the index (pmc_io_evict_clean()).  Each record is made durably FREE
  * before its stripe lock is dropped (E2, pmc_io_evict()).
@@ -109,6 +174,8 @@ u32 pmc_alloc_slot(struct pmemcache *pc, unsigned int wait_ms)
 		s = pmc_pop_usable(pc);
 		if (s != PMC_NO_SLOT)
 			break;
+		if (pmc_drain_free_caches(pc))
+			continue;
 		done = atomic_read(&pc->wb_done);
 		if (pmc_evict_clean(pc, 32))
 			continue;
@@ -455,7 +522,7 @@ bool pmc_env_shutting_down(struct pmemcache *pc)
  */
 bool pmc_env_may_have_clean(struct pmemcache *pc)
 {
-	return READ_ONCE(pc->idx.n_free) + atomic64_read(&pc->bad_slots) +
+	return pmc_free_count(pc) + atomic64_read(&pc->bad_slots) +
 	       atomic64_read(&pc->n_dirty) < pc->meta.n_blocks;
 }
 
@@ -494,6 +561,8 @@ u32 pmc_alloc_slot_slow(struct pmemcache *pc, bool wait)
 	if (wait)
 		return pmc_alloc_slot(pc, pc->full_wait_ms);
 	slot = pmc_pop_usable(pc);
+	if (slot == PMC_NO_SLOT && pmc_drain_free_caches(pc))
+		slot = pmc_pop_usable(pc);
 	if (slot == PMC_NO_SLOT && pmc_evict_clean(pc, 32))
 		slot = pmc_pop_usable(pc);
 	return slot;
@@ -864,7 +933,14 @@ int pmc_map(struct dm_target *ti, struct bio *bio)
 
 int pmc_io_init(struct pmemcache *pc)
 {
+	unsigned int cpu;
 	int r;
+
+	pc->free_cache = alloc_percpu(struct pmc_free_cache);
+	if (!pc->free_cache)
+		return -ENOMEM;
+	for_each_possible_cpu(cpu)
+		spin_lock_init(&per_cpu_ptr(pc->free_cache, cpu)->lock);
 
 	spin_lock_init(&pc->through_lock);
 	INIT_LIST_HEAD(&pc->through_busy);
@@ -886,5 +962,7 @@ void pmc_io_exit(struct pmemcache *pc)
 {
 	mempool_destroy(pc->through_pool);
 	pc->through_pool = NULL;
+	free_percpu(pc->free_cache);
+	pc->free_cache = NULL;
 	bioset_exit(&pc->read_bioset);
 }

@@ -185,7 +185,17 @@ static void pmc_wb_note(struct pmc_index *idx, u64 oblock)
 		       pmc_cmpxchg64(&wb->beyond, h, oblock + 1) != h)
 			;
 	}
-	pmc_mb_before_bitop();
+	/*
+	 * A chunk holds many blocks: its bit is mostly set already, and a
+	 * look keeps the line shared where a set_bit would take it from
+	 * every other CPU.  S1, full barrier, the look: if it sees the bit
+	 * set, the walk's clear (T1) comes after the look, so its T2 sees
+	 * S1 (pmc_wb_take()); if it sees it clear, S2 sets it.
+	 */
+	pmc_mb();
+	if (pmc_test_bit(c & PMC_BM_MASK,
+			 pmc_bm_word(&wb->cand, 0, c >> PMC_BM_SHIFT)))
+		return;
 	pmc_bm_set(&wb->cand, c);
 }
 

@@ -139,10 +139,10 @@ struct pmc_atomic64 {
 #define pmc_test_and_clear_bit(nr, addr) test_and_clear_bit(nr, addr)
 /* full barrier: a bit operation before a later load (pmc_bm_unhint) */
 #define pmc_mb_after_bitop()		smp_mb__after_atomic()
-/* full barrier: an earlier store before a bit operation (pmc_wb_note) */
-#define pmc_mb_before_bitop()		smp_mb__before_atomic()
 /* full barrier: an atomic counter's change before a later load */
 #define pmc_mb_after_atomic()		smp_mb__after_atomic()
+/* full barrier: an earlier store before a later load (pmc_wb_note) */
+#define pmc_mb()			smp_mb()
 #define pmc_cmpxchg64(p, o, n)		cmpxchg64(p, o, n)
 #define pmc_ffs_long(w)			__ffs(w)
 #define pmc_cond_resched()		cond_resched()

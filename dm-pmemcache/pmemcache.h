@@ -49,6 +49,21 @@ enum pmc_health_bit {
 	PMC_H_NR
 };
 
+/*
+ * Free slots that a CPU took from the shared free list (pc->free_lock) in
+ * one go: most writes take their slot from memory of their own CPU, and
+ * the shared list's lock and cache line are touched once per batch.  The
+ * lock is its CPU's but for a drain by another, once the shared list ran
+ * dry (pmc_drain_free_caches()).
+ */
+#define PMC_FREE_BATCH		16
+
+struct pmc_free_cache {
+	spinlock_t lock;	/* n, slot */
+	u32 n;
+	u32 slot[PMC_FREE_BATCH];
+};
+
 /* Index stripe: serialises a set of hash chains and their slots. */
 struct pmc_stripe {
 	struct rw_semaphore lock;
@@ -164,6 +179,7 @@ struct pmemcache {
 	struct pmc_stripe *stripes;
 
 	spinlock_t free_lock;		/* idx free list, idx.n_free */
+	struct pmc_free_cache __percpu *free_cache;	/* more free slots */
 	wait_queue_head_t free_wait;
 	struct mutex evict_lock;	/* one evictor at a time, evict_hand */
 	u32 evict_hand;
@@ -395,24 +411,31 @@ int pmc_bio_add_pmem(struct pmemcache *pc, struct bio *bio, u32 slot,
 /* index helpers (io.c) */
 u32 pmc_alloc_slot(struct pmemcache *pc, unsigned int wait_ms);
 u32 pmc_alloc_slot_slow(struct pmemcache *pc, bool wait);
+u32 pmc_refill_slot(struct pmemcache *pc);
+u64 pmc_free_count(struct pmemcache *pc);
 bool pmc_through_listed(struct pmemcache *pc, u64 oblock);
 
 /*
- * A free slot, or PMC_NO_SLOT: then pmc_alloc_slot_slow(), which also
- * takes the slots while a pmem device has a badblocks list, to check
- * each (pmc_pop_usable()).
+ * A free slot from this CPU's cache, or a batch from the shared list
+ * (pmc_refill_slot()); PMC_NO_SLOT: then pmc_alloc_slot_slow(), which
+ * also takes the slots while a pmem device has a badblocks list, to
+ * check each (pmc_pop_usable()).
  */
 static inline u32 pmc_take_slot(struct pmemcache *pc)
 {
-	u32 s;
+	struct pmc_free_cache *c;
+	u32 s = PMC_NO_SLOT;
 
 	if (unlikely(pmc_dev_may_be_bad(pc->pmem_dev) ||
 		     (pc->mirror.dev && pmc_dev_may_be_bad(pc->mirror.dev))))
 		return PMC_NO_SLOT;
-	spin_lock(&pc->free_lock);
-	s = pmc_index_pop_free(&pc->idx);
-	spin_unlock(&pc->free_lock);
-	return s;
+	c = get_cpu_ptr(pc->free_cache);
+	spin_lock(&c->lock);
+	if (likely(c->n))
+		s = c->slot[--c->n];
+	spin_unlock(&c->lock);
+	put_cpu_ptr(pc->free_cache);
+	return s != PMC_NO_SLOT ? s : pmc_refill_slot(pc);
 }
 
 void pmc_free_slots(struct pmemcache *pc, const u32 *slots, unsigned int n);

@@ -163,10 +163,10 @@ static inline bool pmc_test_and_clear_bit(unsigned long nr, unsigned long *a)
 
 #define pmc_mb_after_bitop()	__asm__ __volatile__("" ::: "memory")
 #endif
-/* the same barrier before a bit operation as after it */
-#define pmc_mb_before_bitop()	pmc_mb_after_bitop()
 /* full barrier: an atomic counter's change before a later load */
 #define pmc_mb_after_atomic()	__atomic_thread_fence(__ATOMIC_SEQ_CST)
+/* full barrier: an earlier store before a later load (pmc_wb_note) */
+#define pmc_mb()		__atomic_thread_fence(__ATOMIC_SEQ_CST)
 /* the value that was there: @n was stored if it was @o */
 #define pmc_cmpxchg64(p, o, n)	__sync_val_compare_and_swap(p, o, n)
 #define div64_u64(a, b)		((u64)(a) / (u64)(b))
