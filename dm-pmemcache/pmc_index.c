@@ -348,18 +348,6 @@ void pmc_index_push_free(struct pmc_index *idx, u32 slot)
 	idx->n_free++;
 }
 
-u32 pmc_index_pop_free(struct pmc_index *idx)
-{
-	u32 s = idx->free_head;
-
-	if (s == PMC_NO_SLOT)
-		return s;
-	idx->free_head = idx->next[s];
-	idx->next[s] = PMC_NO_SLOT;
-	idx->n_free--;
-	return s;
-}
-
 void pmc_index_set_bad(struct pmc_index *idx, u32 slot)
 {
 	pmc_index_store(idx, slot, pmc_slot_pack(0, 0, PMC_SF_BAD));

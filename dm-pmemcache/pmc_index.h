@@ -185,7 +185,19 @@ void pmc_index_set_flags(struct pmc_index *idx, u32 slot, u32 set, u32 clear);
 
 /* Free list (LIFO through ->next).  The caller serialises. */
 void pmc_index_push_free(struct pmc_index *idx, u32 slot);
-u32 pmc_index_pop_free(struct pmc_index *idx);
+
+/* Inline: a CPU takes a batch of free slots at a time (io.c). */
+static inline u32 pmc_index_pop_free(struct pmc_index *idx)
+{
+	u32 s = idx->free_head;
+
+	if (s == PMC_NO_SLOT)
+		return s;
+	idx->free_head = idx->next[s];
+	idx->next[s] = PMC_NO_SLOT;
+	idx->n_free--;
+	return s;
+}
 
 /* Take @slot out of use for good (unreadable, or on a badblocks list). */
 void pmc_index_set_bad(struct pmc_index *idx, u32 slot);
