@@ -101,7 +101,13 @@ struct pmc_atomic64 {
 
 #define pmc_atomic64_read(a)		((a)->v)
 #define pmc_atomic64_set(a, x)		((a)->v = (x))
+#ifdef PMC_USER_ATOMIC_BITOPS
+/* threads (index_stress, scale_bench): the seq of W3 as the kernel takes it */
+#define pmc_atomic64_inc_return(a) \
+	__atomic_add_fetch(&(a)->v, 1, __ATOMIC_SEQ_CST)
+#else
 #define pmc_atomic64_inc_return(a)	(++(a)->v)
+#endif
 
 /* The index's bitmaps: one thread (or coroutines) in userspace. */
 #ifndef BITS_PER_LONG
