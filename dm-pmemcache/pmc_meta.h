@@ -8,7 +8,8 @@
  * Concurrency: the kernel calls every per-block function with the lock of
  * the block's index stripe held; record and data stores of different slots
  * never share a cache line, so callers on different stripes do not
- * interfere.  next_seq is taken with an atomic increment in the kernel.
+ * interfere.  last_seq is taken with an atomic increment in the kernel,
+ * on a cache line of its own (struct pmc_atomic64).
  */
 #ifndef PMC_META_H
 #define PMC_META_H

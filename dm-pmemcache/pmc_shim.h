@@ -120,9 +120,13 @@ static inline u64 pmc_now_seconds(void)
 	return ktime_get_real_seconds();
 }
 
+/*
+ * The seq of W3 (pmc_meta.last_seq): every write's one atomic, on a line
+ * of its own, so that it takes no read-mostly field along between CPUs.
+ */
 struct pmc_atomic64 {
 	atomic64_t v;
-};
+} ____cacheline_aligned_in_smp;
 
 #define pmc_atomic64_read(a)		atomic64_read(&(a)->v)
 #define pmc_atomic64_set(a, x)		atomic64_set(&(a)->v, x)

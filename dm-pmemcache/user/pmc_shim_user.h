@@ -8,6 +8,7 @@
 #ifndef PMC_SHIM_USER_H
 #define PMC_SHIM_USER_H
 
+#include <stdalign.h>
 #include <stdint.h>
 #include <stddef.h>
 #include <stdbool.h>
@@ -95,8 +96,9 @@ static inline int kstrtouint(const char *s, unsigned int base,
 #define READ_ONCE(x)	(*(volatile __typeof__(x) *)&(x))
 #define WRITE_ONCE(x, v) (*(volatile __typeof__(x) *)&(x) = (v))
 
+/* on a line of its own, as the kernel's (scale_bench's threads) */
 struct pmc_atomic64 {
-	u64 v;
+	alignas(64) u64 v;
 };
 
 #define pmc_atomic64_read(a)		((a)->v)
