@@ -324,13 +324,14 @@ def scale_section():
              "(new blocks and overwrites) with `pmc_write()` from each thread into a cache in "
              "DRAM (a store is durable at once, a fence is a compiler barrier): the CPU path "
              "and what the threads share, not pmem. Its `pmc_env_*()` are those of `io.c`: a "
-             "rw lock per index stripe, the W3 seq one atomic, free slots per thread in "
-             "batches of 16 from the shared list (or, `shared`, the shared list's spinlock "
-             "for every slot and the dirty counts as atomics all threads write, as before "
-             "issue 33). Best of 5 runs of %s writes per thread. Wall-clock figures: they move "
-             "with whatever else the host runs."
+             "rw lock per index stripe, the W3 seq one atomic on a line of its own, the dirty "
+             "counts atomics all threads write, free slots per thread in batches of 16 from "
+             "the shared list (or, `shared`, the shared list's spinlock for every slot, as "
+             "before issue 33). Best of 5 runs of %s writes per thread, %s blocks written at "
+             "random. Wall-clock figures: they move with whatever else the host runs."
              % (s["date"], s["commit"][:12], " (dirty tree)" if s["dirty"] else "", s["cpus"],
-                s["loadavg"], fmt(r["runs"]["shared"]["ops_per_thread"])), "",
+                s["loadavg"], fmt(r["runs"]["shared"]["ops_per_thread"]),
+                fmt(r["runs"]["shared"]["blocks"])), "",
              "| free slots | %s | 2 threads / 1 |" % " | ".join(
                  "%d thread%s, ops/s" % (n, "" if n == 1 else "s") for n in SCALE_THREADS),
              "|---|%s---:|" % ("---:|" * len(SCALE_THREADS))]

@@ -12,11 +12,11 @@
  * module's io.c: a rw semaphore per index stripe (here a pthread rwlock),
  * free slots taken in batches of PMC_FREE_BATCH from the shared free list
  * (a spinlock) into the thread's own cache, freed slots back to the
- * shared list, the dirty count per thread.  With --shared, as io.c was
- * before issue 33: every allocation takes the shared list's spinlock and
- * the dirty counts are atomics every thread writes.  The cache never
- * fills (the blocks written are a quarter of its slots): no eviction, no
- * writeback.
+ * shared list, the dirty counts atomics every thread writes (as the
+ * module's n_dirty and epoch_dirty[]).  With --shared, as io.c was
+ * before issue 33: every allocation takes the shared list's spinlock.
+ * The cache never fills (the blocks written are a quarter of its slots at
+ * most): no eviction, no writeback.
  *
  * usage: scale_bench [--ops N] [--blocks N] [--threads 1,2,...] [--repeat N]
  *                    [--shared]
@@ -55,13 +55,12 @@ struct pmemcache {
 
 static struct pmemcache E;
 static bool shared;
-static u64 n_dirty, epoch_dirty[4];	/* --shared: as the module's atomics */
+static u64 n_dirty, epoch_dirty[4];	/* as the module's atomics */
 
-/* A thread's own: its cached free slots, its count of dirty blocks. */
+/* A thread's own: its cached free slots, its share of the work. */
 struct tcache {
 	alignas(64) u32 n;
 	u32 slot[PMC_FREE_BATCH];
-	u64 dirty;
 	u64 ops, blocks, seed;
 	u8 *buf;
 };
@@ -149,20 +148,12 @@ int pmc_env_origin_flush(struct pmemcache *pc)
 
 void pmc_env_dirty_dec(struct pmemcache *pc, u64 v)
 {
-	if (!shared) {
-		self->dirty--;
-		return;
-	}
 	__atomic_sub_fetch(&epoch_dirty[pmc_slot_epoch(v)], 1, __ATOMIC_SEQ_CST);
 	__atomic_sub_fetch(&n_dirty, 1, __ATOMIC_SEQ_CST);
 }
 
 void pmc_env_dirty_inc(struct pmemcache *pc, unsigned int epoch)
 {
-	if (!shared) {
-		self->dirty++;
-		return;
-	}
 	__atomic_add_fetch(&epoch_dirty[epoch], 1, __ATOMIC_SEQ_CST);
 	__atomic_add_fetch(&n_dirty, 1, __ATOMIC_SEQ_CST);
 }
