@@ -262,15 +262,17 @@ def run():
         r["settings"]["date"], r["settings"]["commit"][:12],
         " (dirty tree)" if r["settings"]["dirty"] else "")
     GUARD_JSON.write_text(json.dumps(g, indent=1, sort_keys=True) + "\n")
-    scale()
+    scale(r["settings"])
     CPU_MD.write_text(render(r))
     print("cpu bench: %d s; %s, %s and %s written" % (
         wall, CPU_JSON.relative_to(REPO), CPU_MD.relative_to(REPO), GUARD_JSON.relative_to(REPO)))
 
 
-def scale():
+def scale(tree=None):
     """tests/host/scale_bench, both ways of taking free slots: its JSON
-    kept with the host's load and the commit, and the figure."""
+    kept with the host's load and the commit (@tree: the commit and
+    dirtiness of the guest run, which has just written the pages), and
+    the figure."""
     subprocess.run(["make", "-s", "-C", str(SCALE_BIN.parent), SCALE_BIN.name], check=True)
     r = {"runs": {}}
     for mode in ("shared", "per-thread"):
@@ -280,8 +282,9 @@ def scale():
                                                     text=True).stdout)
     r["settings"] = {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "commit": git("rev-parse", "HEAD"),
-        "dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
+        "commit": tree["commit"] if tree else git("rev-parse", "HEAD"),
+        "dirty": tree["dirty"] if tree else
+        bool(git("status", "--porcelain", "--untracked-files=no")),
         "cpus": os.cpu_count(),
         "loadavg": " ".join(Path("/proc/loadavg").read_text().split()[:3]),
     }
