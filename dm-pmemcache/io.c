@@ -82,6 +82,71 @@ static bool pmc_have_free(struct pmemcache *pc)
 }
 
 /*
+ * pmc_take_slot() found its CPU's cache empty: one slot, and up to
+ * PMC_FREE_BATCH - 1 more into the cache, from the shared list.
+ */
+u32 pmc_refill_slot(struct pmemcache *pc)
+{
+	u32 batch[PMC_FREE_BATCH], n = 0, i, s;
+	struct pmc_free_cache *c;
+
+	spin_lock(&pc->free_lock);
+	while (n < PMC_FREE_BATCH &&
+	       (s = pmc_index_pop_free(&pc->idx)) != PMC_NO_SLOT)
+		batch[n++] = s;
+	spin_unlock(&pc->free_lock);
+	if (n <= 1)
+		return n ? batch[0] : PMC_NO_SLOT;
+	c = get_cpu_ptr(pc->free_cache);
+	spin_lock(&c->lock);
+	for (i = 1; i < n && c->n < PMC_FREE_BATCH; i++)
+		c->slot[c->n++] = batch[i];
+	spin_unlock(&c->lock);
+	put_cpu_ptr(pc->free_cache);
+	/* Another task on this CPU filled it meanwhile: the rest go back. */
+	if (i < n)
+		pmc_free_slots(pc, batch + i, n - i);
+	return batch[0];
+}
+
+/*
+ * Every CPU's cached free slots back to the shared list, for a write that
+ * found that list empty (or checks each slot against a badblocks list).
+ * Returns how many.
+ */
+static unsigned int pmc_drain_free_caches(struct pmemcache *pc)
+{
+	u32 batch[PMC_FREE_BATCH];
+	unsigned int cpu, n, moved = 0;
+
+	for_each_possible_cpu(cpu) {
+		struct pmc_free_cache *c = per_cpu_ptr(pc->free_cache, cpu);
+
+		if (!READ_ONCE(c->n))
+			continue;
+		spin_lock(&c->lock);
+		n = c->n;
+		memcpy(batch, c->slot, n * sizeof(*batch));
+		c->n = 0;
+		spin_unlock(&c->lock);
+		pmc_free_slots(pc, batch, n);
+		moved += n;
+	}
+	return moved;
+}
+
+/* The free slots: the shared list's and the CPUs' caches'. */
+u64 pmc_free_count(struct pmemcache *pc)
+{
+	u64 n = READ_ONCE(pc->idx.n_free);
+	unsigned int cpu;
+
+	for_each_possible_cpu(cpu)
+		n += READ_ONCE(per_cpu_ptr(pc->free_cache, cpu)->n);
+	return n;
+}
+
+/*
  * Evict up to @want clean blocks, in clock order over the clean bitmap of
  * the index (pmc_io_evict_clean()).  Each record is made durably FREE
  * before its stripe lock is dropped (E2, pmc_io_evict()).
@@ -109,6 +174,8 @@ u32 pmc_alloc_slot(struct pmemcache *pc, unsigned int wait_ms)
 		s = pmc_pop_usable(pc);
 		if (s != PMC_NO_SLOT)
 			break;
+		if (pmc_drain_free_caches(pc))
+			continue;
 		done = atomic_read(&pc->wb_done);
 		if (pmc_evict_clean(pc, 32))
 			continue;
@@ -164,11 +231,24 @@ static int pmc_fill_from_bio(void *ctx, u8 *block)
 static int pmc_copy_to_bio(struct bio *bio, const u8 *block, u32 first,
 			   u32 mask)
 {
+	u32 pos = first << SECTOR_SHIFT, n = bio_sectors(bio);
+	u32 all = (n >= 32 ? ~0U : (1U << n) - 1) << first;
 	struct bvec_iter iter;
 	struct bio_vec bv;
-	u32 pos = first << SECTOR_SHIFT;
 	int ret = 0;
 
+	/* A read hit: every sector cached, one copy per segment. */
+	if ((mask & all) == all) {
+		bio_for_each_segment(bv, bio, iter) {
+			u8 *dst = bvec_kmap_local(&bv);
+
+			if (pmc_copy_from_pmem(dst, block + pos, bv.bv_len))
+				ret = -EIO;
+			kunmap_local(dst);
+			pos += bv.bv_len;
+		}
+		return ret;
+	}
 	bio_for_each_segment(bv, bio, iter) {
 		u8 *dst = bvec_kmap_local(&bv);
 		u32 done = 0;
@@ -354,15 +434,15 @@ struct pmc_through {
 	struct page *page;	/* the block as T1 writes it */
 };
 
-/* Is a write through the cache of @oblock between T1 and T2? */
-static bool pmc_through_busy(struct pmemcache *pc, struct pmc_stripe *st,
-			     u64 oblock)
+/*
+ * Is a write through the cache of @oblock between T1 and T2?  The caller
+ * saw one in flight in its stripe (pmc_env_through_busy()).
+ */
+bool pmc_through_listed(struct pmemcache *pc, u64 oblock)
 {
 	struct pmc_through *t;
 	bool busy = false;
 
-	if (!atomic_read(&st->through))
-		return false;
 	spin_lock(&pc->through_lock);
 	list_for_each_entry(t, &pc->through_busy, busy) {
 		if (t->thru.oblock == oblock) {
@@ -434,11 +514,6 @@ bool pmc_env_shutting_down(struct pmemcache *pc)
 	return READ_ONCE(pc->shutting_down);
 }
 
-bool pmc_env_through_busy(struct pmemcache *pc, u64 oblock)
-{
-	return pmc_through_busy(pc, pmc_stripe_of(pc, oblock), oblock);
-}
-
 /*
  * At least as many blocks as are clean: all but the free, the quarantined
  * and the dirty ones.  It may lag a writeback completion that is marking
@@ -447,7 +522,7 @@ bool pmc_env_through_busy(struct pmemcache *pc, u64 oblock)
  */
 bool pmc_env_may_have_clean(struct pmemcache *pc)
 {
-	return READ_ONCE(pc->idx.n_free) + atomic64_read(&pc->bad_slots) +
+	return pmc_free_count(pc) + atomic64_read(&pc->bad_slots) +
 	       atomic64_read(&pc->n_dirty) < pc->meta.n_blocks;
 }
 
@@ -461,12 +536,6 @@ void pmc_env_evict_unlock(struct pmemcache *pc)
 	mutex_unlock(&pc->evict_lock);
 }
 
-void pmc_env_free_slots(struct pmemcache *pc, const u32 *slots,
-			unsigned int n)
-{
-	pmc_free_slots(pc, slots, n);
-}
-
 void pmc_env_resched(struct pmemcache *pc)
 {
 	cond_resched();
@@ -474,45 +543,29 @@ void pmc_env_resched(struct pmemcache *pc)
 
 /* ---- pmc_env_*(): what the shared write policy (pmc_write.h) asks ---- */
 
-void pmc_env_stripe_lock_read(struct pmemcache *pc, u64 oblock)
-{
-	down_read(&pmc_stripe_of(pc, oblock)->lock);
-}
-
-void pmc_env_stripe_unlock_read(struct pmemcache *pc, u64 oblock)
-{
-	up_read(&pmc_stripe_of(pc, oblock)->lock);
-}
-
 /* In the caller's map call (never in a work item): T1 ends it. */
 void pmc_env_through_wait(struct pmemcache *pc, u64 oblock)
 {
-	struct pmc_stripe *st = pmc_stripe_of(pc, oblock);
-
-	wait_event(pc->through_wait, !pmc_through_busy(pc, st, oblock));
+	wait_event(pc->through_wait, !pmc_env_through_busy(pc, oblock));
 }
 
-u32 pmc_env_alloc_slot(struct pmemcache *pc, bool wait)
+/*
+ * pmc_env_alloc_slot() when pmc_take_slot() found none: a pmem device
+ * has a badblocks list (each slot is checked), or no slot is free (evict,
+ * and if @wait, wait as pmc_alloc_slot() does).
+ */
+u32 pmc_alloc_slot_slow(struct pmemcache *pc, bool wait)
 {
 	u32 slot;
 
 	if (wait)
 		return pmc_alloc_slot(pc, pc->full_wait_ms);
 	slot = pmc_pop_usable(pc);
+	if (slot == PMC_NO_SLOT && pmc_drain_free_caches(pc))
+		slot = pmc_pop_usable(pc);
 	if (slot == PMC_NO_SLOT && pmc_evict_clean(pc, 32))
 		slot = pmc_pop_usable(pc);
 	return slot;
-}
-
-unsigned int pmc_env_epoch(struct pmemcache *pc)
-{
-	return atomic_read(&pc->epoch) & 3;
-}
-
-void pmc_env_dirty_inc(struct pmemcache *pc, unsigned int epoch)
-{
-	atomic64_inc(&pc->epoch_dirty[epoch]);
-	atomic64_inc(&pc->n_dirty);
 }
 
 void pmc_env_retire_slot(struct pmemcache *pc, u32 slot)
@@ -553,16 +606,6 @@ void pmc_env_wait_room(struct pmemcache *pc, int token)
 {
 	wait_event_timeout(pc->free_wait, atomic_read(&pc->wb_done) != token,
 			   HZ);
-}
-
-int pmc_env_pmem_enter(struct pmemcache *pc)
-{
-	return pmc_pmem_enter(pc);
-}
-
-void pmc_env_pmem_exit(struct pmemcache *pc, int id)
-{
-	pmc_pmem_exit(id);
 }
 
 struct pmc_kept_copy {
@@ -890,7 +933,14 @@ int pmc_map(struct dm_target *ti, struct bio *bio)
 
 int pmc_io_init(struct pmemcache *pc)
 {
+	unsigned int cpu;
 	int r;
+
+	pc->free_cache = alloc_percpu(struct pmc_free_cache);
+	if (!pc->free_cache)
+		return -ENOMEM;
+	for_each_possible_cpu(cpu)
+		spin_lock_init(&per_cpu_ptr(pc->free_cache, cpu)->lock);
 
 	spin_lock_init(&pc->through_lock);
 	INIT_LIST_HEAD(&pc->through_busy);
@@ -912,5 +962,7 @@ void pmc_io_exit(struct pmemcache *pc)
 {
 	mempool_destroy(pc->through_pool);
 	pc->through_pool = NULL;
+	free_percpu(pc->free_cache);
+	pc->free_cache = NULL;
 	bioset_exit(&pc->read_bioset);
 }

@@ -4,8 +4,6 @@
  */
 #include "pmc_index.h"
 
-#define PMC_GOLDEN_64	0x61c8864680b583ebULL
-
 /* ---- hierarchical bitmap ----------------------------------------------- */
 
 #define PMC_BM_SHIFT	(BITS_PER_LONG == 64 ? 6 : 5)
@@ -187,7 +185,17 @@ static void pmc_wb_note(struct pmc_index *idx, u64 oblock)
 		       pmc_cmpxchg64(&wb->beyond, h, oblock + 1) != h)
 			;
 	}
-	pmc_mb_before_bitop();
+	/*
+	 * A chunk holds many blocks: its bit is mostly set already, and a
+	 * look keeps the line shared where a set_bit would take it from
+	 * every other CPU.  S1, full barrier, the look: if it sees the bit
+	 * set, the walk's clear (T1) comes after the look, so its T2 sees
+	 * S1 (pmc_wb_take()); if it sees it clear, S2 sets it.
+	 */
+	pmc_mb();
+	if (pmc_test_bit(c & PMC_BM_MASK,
+			 pmc_bm_word(&wb->cand, 0, c >> PMC_BM_SHIFT)))
+		return;
 	pmc_bm_set(&wb->cand, c);
 }
 
@@ -278,28 +286,6 @@ size_t pmc_index_ram_bytes(const struct pmc_index *idx)
 	       sizeof(unsigned long);
 }
 
-u32 pmc_index_bucket(const struct pmc_index *idx, u64 oblock)
-{
-	if (!idx->bucket_bits)
-		return 0;
-	return (u32)((oblock * PMC_GOLDEN_64) >> (64 - idx->bucket_bits));
-}
-
-u32 pmc_index_lookup(const struct pmc_index *idx, u64 oblock)
-{
-	u32 s = idx->bucket[pmc_index_bucket(idx, oblock)];
-
-	while (s != PMC_NO_SLOT) {
-		u64 v = idx->slot[s];
-
-		if (pmc_slot_oblock(v) == oblock &&
-		    !(pmc_slot_flags(v) & PMC_SF_STALE))
-			return s;
-		s = idx->next[s];
-	}
-	return PMC_NO_SLOT;
-}
-
 bool pmc_index_inflight(const struct pmc_index *idx, u64 oblock)
 {
 	u32 s = idx->bucket[pmc_index_bucket(idx, oblock)];
@@ -360,18 +346,6 @@ void pmc_index_push_free(struct pmc_index *idx, u32 slot)
 	idx->next[slot] = idx->free_head;
 	idx->free_head = slot;
 	idx->n_free++;
-}
-
-u32 pmc_index_pop_free(struct pmc_index *idx)
-{
-	u32 s = idx->free_head;
-
-	if (s == PMC_NO_SLOT)
-		return s;
-	idx->free_head = idx->next[s];
-	idx->next[s] = PMC_NO_SLOT;
-	idx->n_free--;
-	return s;
 }
 
 void pmc_index_set_bad(struct pmc_index *idx, u32 slot)

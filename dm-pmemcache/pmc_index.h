@@ -149,10 +149,33 @@ static inline bool pmc_wb_candidate(u64 v)
 int pmc_index_init(struct pmc_index *idx, u64 n_slots);
 void pmc_index_destroy(struct pmc_index *idx);
 size_t pmc_index_ram_bytes(const struct pmc_index *idx);
-u32 pmc_index_bucket(const struct pmc_index *idx, u64 oblock);
+
+#define PMC_GOLDEN_64	0x61c8864680b583ebULL
+
+/* Inline: every I/O hashes its block once or twice (stripe, lookup). */
+static inline u32 pmc_index_bucket(const struct pmc_index *idx, u64 oblock)
+{
+	if (!idx->bucket_bits)
+		return 0;
+	return (u32)((oblock * PMC_GOLDEN_64) >> (64 - idx->bucket_bits));
+}
 
 /* The live (not STALE) slot of @oblock, or PMC_NO_SLOT. */
-u32 pmc_index_lookup(const struct pmc_index *idx, u64 oblock);
+static inline u32 pmc_index_lookup(const struct pmc_index *idx, u64 oblock)
+{
+	u32 s = idx->bucket[pmc_index_bucket(idx, oblock)];
+
+	while (s != PMC_NO_SLOT) {
+		u64 v = idx->slot[s];
+
+		if (pmc_slot_oblock(v) == oblock &&
+		    !(pmc_slot_flags(v) & PMC_SF_STALE))
+			return s;
+		s = idx->next[s];
+	}
+	return PMC_NO_SLOT;
+}
+
 /* True if some copy of @oblock (live or stale) has PMC_SF_WB set. */
 bool pmc_index_inflight(const struct pmc_index *idx, u64 oblock);
 void pmc_index_insert(struct pmc_index *idx, u32 slot, u64 oblock, u32 mask,
@@ -162,7 +185,19 @@ void pmc_index_set_flags(struct pmc_index *idx, u32 slot, u32 set, u32 clear);
 
 /* Free list (LIFO through ->next).  The caller serialises. */
 void pmc_index_push_free(struct pmc_index *idx, u32 slot);
-u32 pmc_index_pop_free(struct pmc_index *idx);
+
+/* Inline: a CPU takes a batch of free slots at a time (io.c). */
+static inline u32 pmc_index_pop_free(struct pmc_index *idx)
+{
+	u32 s = idx->free_head;
+
+	if (s == PMC_NO_SLOT)
+		return s;
+	idx->free_head = idx->next[s];
+	idx->next[s] = PMC_NO_SLOT;
+	idx->n_free--;
+	return s;
+}
 
 /* Take @slot out of use for good (unreadable, or on a badblocks list). */
 void pmc_index_set_bad(struct pmc_index *idx, u32 slot);

@@ -21,8 +21,10 @@ void pmc_env_around_inc(struct pmemcache *pc, u64 oblock);
 void pmc_env_around_dec(struct pmemcache *pc, u64 oblock);
 /* The system goes down: nothing new may reach the origin. */
 bool pmc_env_shutting_down(struct pmemcache *pc);
-/* A write through the cache of @oblock is between T1 and T2. */
+#ifndef __KERNEL__
+/* host (pmc_wb.h): a write through the cache of @oblock is between T1 and T2. */
 bool pmc_env_through_busy(struct pmemcache *pc, u64 oblock);
+#endif
 /* Fewer blocks are free, quarantined or dirty than there are blocks. */
 bool pmc_env_may_have_clean(struct pmemcache *pc);
 /* One evictor at a time (it owns the clock hand). */

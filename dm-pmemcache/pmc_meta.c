@@ -471,13 +471,21 @@ int pmc_meta_write_block(struct pmc_meta *m, struct pmc_index *idx,
 			 u64 oblock, u32 mask, u32 new_slot, u32 epoch,
 			 pmc_fill_fn fill, void *ctx, u32 *freed)
 {
+	return pmc_meta_write_over(m, idx, oblock, mask, new_slot,
+				   pmc_index_lookup(idx, oblock), epoch, fill,
+				   ctx, freed);
+}
+
+int pmc_meta_write_over(struct pmc_meta *m, struct pmc_index *idx,
+			u64 oblock, u32 mask, u32 new_slot, u32 old, u32 epoch,
+			pmc_fill_fn fill, void *ctx, u32 *freed)
+{
 	struct pmc_record r;
-	u32 old, keep = 0, flags = PMC_SF_DIRTY | pmc_epoch_flags(epoch);
+	u32 keep = 0, flags = PMC_SF_DIRTY | pmc_epoch_flags(epoch);
 	u64 seq;
 	int ret;
 
 	*freed = PMC_NO_SLOT;
-	old = pmc_index_lookup(idx, oblock);
 	if (old != PMC_NO_SLOT)
 		keep = pmc_slot_mask(idx->slot[old]) & ~mask;
 

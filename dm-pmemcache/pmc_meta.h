@@ -8,7 +8,8 @@
  * Concurrency: the kernel calls every per-block function with the lock of
  * the block's index stripe held; record and data stores of different slots
  * never share a cache line, so callers on different stripes do not
- * interfere.  next_seq is taken with an atomic increment in the kernel.
+ * interfere.  last_seq is taken with an atomic increment in the kernel,
+ * on a cache line of its own (struct pmc_atomic64).
  */
 #ifndef PMC_META_H
 #define PMC_META_H
@@ -140,6 +141,13 @@ int pmc_meta_read_record(const struct pmc_meta *m, u32 slot,
 int pmc_meta_write_block(struct pmc_meta *m, struct pmc_index *idx,
 			 u64 oblock, u32 mask, u32 new_slot, u32 epoch,
 			 pmc_fill_fn fill, void *ctx, u32 *freed);
+/*
+ * The same for a caller that looked @oblock up under its stripe lock
+ * already: @old is pmc_index_lookup()'s answer (one hash walk less).
+ */
+int pmc_meta_write_over(struct pmc_meta *m, struct pmc_index *idx,
+			u64 oblock, u32 mask, u32 new_slot, u32 old, u32 epoch,
+			pmc_fill_fn fill, void *ctx, u32 *freed);
 
 /*
  * Drop the cached copy of @oblock (discard).  The record is durably FREE

@@ -18,6 +18,16 @@
 
 struct pmemcache;
 
+/*
+ * The module: struct pmemcache, and the pmc_env_*() calls of every I/O
+ * as static inlines (pmc_env.h), so that the shared units cost what the
+ * same code in io.c would.  The host model defines them as functions:
+ * their declarations below are the host's only ("host: ").
+ */
+#ifdef __KERNEL__
+#include "pmemcache.h"
+#endif
+
 /* One block of an origin write of writeback. */
 struct pmc_wb_block {
 	u64 oblock;
@@ -48,29 +58,31 @@ struct pmc_wb_write {
 
 /* ---- what the environment provides ------------------------------------ */
 
-/* The write lock of the index stripe of @oblock. */
+#ifndef __KERNEL__
+/* host: the write lock of the index stripe of @oblock. */
 void pmc_env_stripe_lock(struct pmemcache *pc, u64 oblock);
 void pmc_env_stripe_unlock(struct pmemcache *pc, u64 oblock);
-/* ... and for reading. */
+/* host: ... and for reading. */
 void pmc_env_stripe_lock_read(struct pmemcache *pc, u64 oblock);
 void pmc_env_stripe_unlock_read(struct pmemcache *pc, u64 oblock);
 /*
- * A write of ours to the origin (around or through the cache) is in
- * flight in the stripe of @oblock (st->around); under the stripe lock.
+ * host: a write of ours to the origin (around or through the cache) is
+ * in flight in the stripe of @oblock (st->around); under the stripe lock.
  */
 bool pmc_env_stripe_around(struct pmemcache *pc, u64 oblock);
-/* One flush of the origin's volatile cache: 0 or -errno. */
-int pmc_env_origin_flush(struct pmemcache *pc);
-/* The block of slot word @v is dirty no more (CLEAN, or dropped). */
+/* host: the block of slot word @v is dirty no more (CLEAN, or dropped). */
 void pmc_env_dirty_dec(struct pmemcache *pc, u64 v);
-/* Slot @slot (word @v) could not be marked CLEAN: out of use. */
-void pmc_env_wb_quarantined(struct pmemcache *pc, u32 slot, u64 v);
-/* Slots for the free list, their records durably FREE. */
+/* host: slots for the free list, their records durably FREE. */
 void pmc_env_free_slots(struct pmemcache *pc, const u32 *slots,
 			unsigned int n);
-/* The pmem namespace: still there (>= 0, give it back), or gone. */
+/* host: the pmem namespace: still there (>= 0, give it back), or gone. */
 int pmc_env_pmem_enter(struct pmemcache *pc);
 void pmc_env_pmem_exit(struct pmemcache *pc, int id);
+#endif
+/* One flush of the origin's volatile cache: 0 or -errno. */
+int pmc_env_origin_flush(struct pmemcache *pc);
+/* Slot @slot (word @v) could not be marked CLEAN: out of use. */
+void pmc_env_wb_quarantined(struct pmemcache *pc, u32 slot, u64 v);
 /* The data of @slot is known poison (the pmem disk's badblocks). */
 bool pmc_env_wb_poisoned(struct pmemcache *pc, u32 slot);
 /*

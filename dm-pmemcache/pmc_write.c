@@ -190,8 +190,8 @@ static enum pmc_write_to pmc_write_commit(struct pmemcache *pc,
 	pmc_write_lock_block(pc, w->oblock);
 	old = pmc_index_lookup(idx, w->oblock);
 	ov = old != PMC_NO_SLOT ? idx->slot[old] : 0;
-	r = pmc_meta_write_block(m, idx, w->oblock, w->mask, slot, epoch,
-				 w->fill, w->ctx, &freed);
+	r = pmc_meta_write_over(m, idx, w->oblock, w->mask, slot, old, epoch,
+				w->fill, w->ctx, &freed);
 	if (!r) {
 		/* A rewrite: the block stays longer once it is clean. */
 		if (old != PMC_NO_SLOT)

@@ -50,14 +50,17 @@ struct pmc_thru {
 
 /* Sleep until no write through the cache of @oblock is in flight. */
 void pmc_env_through_wait(struct pmemcache *pc, u64 oblock);
+#ifndef __KERNEL__
 /*
- * A free slot, evicting clean blocks (pmc_io_evict_clean()); if @wait,
- * waiting for writeback as long as a full cache lets a write wait.
+ * host (pmc_wb.h): a free slot, evicting clean blocks
+ * (pmc_io_evict_clean()); if @wait, waiting for writeback as long as a
+ * full cache lets a write wait.
  */
 u32 pmc_env_alloc_slot(struct pmemcache *pc, bool wait);
-/* The epoch a new dirty block joins; one more dirty block in it. */
+/* host: the epoch a new dirty block joins; one more dirty block in it. */
 unsigned int pmc_env_epoch(struct pmemcache *pc);
 void pmc_env_dirty_inc(struct pmemcache *pc, unsigned int epoch);
+#endif
 /* @slot is out of use until the cache is loaded again (bad pmem). */
 void pmc_env_retire_slot(struct pmemcache *pc, u32 slot);
 /* A pmem media error (a failed commit or copy). */

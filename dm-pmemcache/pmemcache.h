@@ -8,6 +8,8 @@
 
 #include <linux/device-mapper.h>
 #include <linux/bio.h>
+#include <linux/badblocks.h>
+#include <linux/blkdev.h>
 #include <linux/dax.h>
 #include <linux/pfn_t.h>
 #include <linux/mempool.h>
@@ -17,7 +19,6 @@
 #include <linux/workqueue.h>
 
 #include "pmc_meta.h"
-#include "pmc_io.h"
 #include "pmc_mirror.h"
 #include "pmc_table.h"
 
@@ -46,6 +47,21 @@ enum pmc_health_bit {
 	PMC_H_MIRROR_DEGRADED,
 	PMC_H_MIRROR_RESYNC,
 	PMC_H_NR
+};
+
+/*
+ * Free slots that a CPU took from the shared free list (pc->free_lock) in
+ * one go: most writes take their slot from memory of their own CPU, and
+ * the shared list's lock and cache line are touched once per batch.  The
+ * lock is its CPU's but for a drain by another, once the shared list ran
+ * dry (pmc_drain_free_caches()).
+ */
+#define PMC_FREE_BATCH		16
+
+struct pmc_free_cache {
+	spinlock_t lock;	/* n, slot */
+	u32 n;
+	u32 slot[PMC_FREE_BATCH];
 };
 
 /* Index stripe: serialises a set of hash chains and their slots. */
@@ -163,6 +179,7 @@ struct pmemcache {
 	struct pmc_stripe *stripes;
 
 	spinlock_t free_lock;		/* idx free list, idx.n_free */
+	struct pmc_free_cache __percpu *free_cache;	/* more free slots */
 	wait_queue_head_t free_wait;
 	struct mutex evict_lock;	/* one evictor at a time, evict_hand */
 	u32 evict_hand;
@@ -328,6 +345,22 @@ int pmc_origin_identity(struct pmemcache *pc, struct pmc_origin_id *oid);
 int pmc_copy_from_pmem(void *dst, const void *src, size_t len);
 bool pmc_pmem_range_bad(struct pmemcache *pc, u64 byte_off, u32 len);
 
+/* May @d have bad pmem at all?  Its badblocks list is not empty. */
+static inline bool pmc_dev_may_be_bad(struct dm_dev *d)
+{
+	struct badblocks *bb = d->bdev->bd_disk->bb;
+
+	return bb && READ_ONCE(bb->count);
+}
+
+/* pmc_half_range_bad() without a call while half @h has no bad pmem. */
+static inline bool pmc_half_bad(struct pmemcache *pc, unsigned int h,
+				u64 byte_off, u32 len)
+{
+	return pmc_dev_may_be_bad(h ? pc->mirror.dev : pc->pmem_dev) &&
+	       pmc_half_range_bad(pc, h, byte_off, len);
+}
+
 /* Byte 0 of half @h: meta.base is the survivor's once a half was lost. */
 static inline const u8 *pmc_half_base(struct pmemcache *pc, unsigned int h)
 {
@@ -354,8 +387,8 @@ static __always_inline int pmc_read_either_half(struct pmemcache *pc, u32 slot,
 	unsigned int h = live == 3 ? slot & 1 : live == 2;
 	const u8 *other;
 
-	if (!pmc_half_range_bad(pc, h, at, len) && !copy(ctx, pmc_half_base(pc, h))) {
-		if (live == 3 && count && pmc_half_range_bad(pc, h ^ 1, at, len))
+	if (!pmc_half_bad(pc, h, at, len) && !copy(ctx, pmc_half_base(pc, h))) {
+		if (live == 3 && count && pmc_half_bad(pc, h ^ 1, at, len))
 			pmc_mirror_heal_later(pc, slot);
 		return 0;
 	}
@@ -377,6 +410,34 @@ int pmc_bio_add_pmem(struct pmemcache *pc, struct bio *bio, u32 slot,
 
 /* index helpers (io.c) */
 u32 pmc_alloc_slot(struct pmemcache *pc, unsigned int wait_ms);
+u32 pmc_alloc_slot_slow(struct pmemcache *pc, bool wait);
+u32 pmc_refill_slot(struct pmemcache *pc);
+u64 pmc_free_count(struct pmemcache *pc);
+bool pmc_through_listed(struct pmemcache *pc, u64 oblock);
+
+/*
+ * A free slot from this CPU's cache, or a batch from the shared list
+ * (pmc_refill_slot()); PMC_NO_SLOT: then pmc_alloc_slot_slow(), which
+ * also takes the slots while a pmem device has a badblocks list, to
+ * check each (pmc_pop_usable()).
+ */
+static inline u32 pmc_take_slot(struct pmemcache *pc)
+{
+	struct pmc_free_cache *c;
+	u32 s = PMC_NO_SLOT;
+
+	if (unlikely(pmc_dev_may_be_bad(pc->pmem_dev) ||
+		     (pc->mirror.dev && pmc_dev_may_be_bad(pc->mirror.dev))))
+		return PMC_NO_SLOT;
+	c = get_cpu_ptr(pc->free_cache);
+	spin_lock(&c->lock);
+	if (likely(c->n))
+		s = c->slot[--c->n];
+	spin_unlock(&c->lock);
+	put_cpu_ptr(pc->free_cache);
+	return s != PMC_NO_SLOT ? s : pmc_refill_slot(pc);
+}
+
 void pmc_free_slots(struct pmemcache *pc, const u32 *slots, unsigned int n);
 unsigned int pmc_evict_clean(struct pmemcache *pc, unsigned int want);
 
@@ -449,5 +510,9 @@ void pmc_mirror_resync_kick(struct pmemcache *pc);
 /* recovery.c */
 int pmc_load_check(struct pmemcache *pc, char **error);
 int pmc_load(struct pmemcache *pc);
+
+/* The shared units' pmc_env_*() of every I/O, then those units' API. */
+#include "pmc_env.h"
+#include "pmc_io.h"
 
 #endif /* DM_PMEMCACHE_H */

@@ -303,7 +303,7 @@ static int pmc_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	}
 	r = pmc_io_init(pc);
 	if (r) {
-		ti->error = "Cannot allocate the read bioset or the write-through pool";
+		ti->error = "Cannot allocate the read bioset, write-through pool or slot caches";
 		goto bad;
 	}
 	r = pmc_writeback_init(pc);
@@ -342,7 +342,7 @@ static void pmc_status(struct dm_target *ti, status_type_t type,
 	unsigned int sz = 0, nf, i;
 	u64 n = pc->meta.n_blocks, ram10;
 	u64 dirty = atomic64_read(&pc->n_dirty);
-	u64 nfree = READ_ONCE(pc->idx.n_free);
+	u64 nfree = pmc_free_count(pc);
 	u64 bad = atomic64_read(&pc->bad_slots);
 	u64 used = n - min(n, nfree + bad);
 

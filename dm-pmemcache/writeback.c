@@ -366,21 +366,6 @@ static void pmc_wb_work(struct work_struct *work)
 
 /* ---- pmc_env_*(): what the shared policy (pmc_wb.c) asks of us ---- */
 
-void pmc_env_stripe_lock(struct pmemcache *pc, u64 oblock)
-{
-	down_write(&pmc_stripe_of(pc, oblock)->lock);
-}
-
-void pmc_env_stripe_unlock(struct pmemcache *pc, u64 oblock)
-{
-	up_write(&pmc_stripe_of(pc, oblock)->lock);
-}
-
-bool pmc_env_stripe_around(struct pmemcache *pc, u64 oblock)
-{
-	return atomic_read(&pmc_stripe_of(pc, oblock)->around);
-}
-
 bool pmc_env_wb_poisoned(struct pmemcache *pc, u32 slot)
 {
 	return pmc_wb_poisoned(pc, slot);
@@ -390,11 +375,6 @@ int pmc_env_origin_flush(struct pmemcache *pc)
 {
 	atomic64_inc(&pc->st.wb_flushes);
 	return blkdev_issue_flush(pc->origin->bdev);
-}
-
-void pmc_env_dirty_dec(struct pmemcache *pc, u64 v)
-{
-	pmc_dirty_dec(pc, v);
 }
 
 /*

@@ -8,6 +8,7 @@
 #ifndef PMC_SHIM_USER_H
 #define PMC_SHIM_USER_H
 
+#include <stdalign.h>
 #include <stdint.h>
 #include <stddef.h>
 #include <stdbool.h>
@@ -95,13 +96,20 @@ static inline int kstrtouint(const char *s, unsigned int base,
 #define READ_ONCE(x)	(*(volatile __typeof__(x) *)&(x))
 #define WRITE_ONCE(x, v) (*(volatile __typeof__(x) *)&(x) = (v))
 
+/* on a line of its own, as the kernel's (scale_bench's threads) */
 struct pmc_atomic64 {
-	u64 v;
+	alignas(64) u64 v;
 };
 
 #define pmc_atomic64_read(a)		((a)->v)
 #define pmc_atomic64_set(a, x)		((a)->v = (x))
+#ifdef PMC_USER_ATOMIC_BITOPS
+/* threads (index_stress, scale_bench): the seq of W3 as the kernel takes it */
+#define pmc_atomic64_inc_return(a) \
+	__atomic_add_fetch(&(a)->v, 1, __ATOMIC_SEQ_CST)
+#else
 #define pmc_atomic64_inc_return(a)	(++(a)->v)
+#endif
 
 /* The index's bitmaps: one thread (or coroutines) in userspace. */
 #ifndef BITS_PER_LONG
@@ -163,10 +171,10 @@ static inline bool pmc_test_and_clear_bit(unsigned long nr, unsigned long *a)
 
 #define pmc_mb_after_bitop()	__asm__ __volatile__("" ::: "memory")
 #endif
-/* the same barrier before a bit operation as after it */
-#define pmc_mb_before_bitop()	pmc_mb_after_bitop()
 /* full barrier: an atomic counter's change before a later load */
 #define pmc_mb_after_atomic()	__atomic_thread_fence(__ATOMIC_SEQ_CST)
+/* full barrier: an earlier store before a later load (pmc_wb_note) */
+#define pmc_mb()		__atomic_thread_fence(__ATOMIC_SEQ_CST)
 /* the value that was there: @n was stored if it was @o */
 #define pmc_cmpxchg64(p, o, n)	__sync_val_compare_and_swap(p, o, n)
 #define div64_u64(a, b)		((u64)(a) / (u64)(b))

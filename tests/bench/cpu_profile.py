@@ -3,7 +3,7 @@
 A copy of dm-pmemcache/ (in a temporary folder; the module itself is not
 changed) gets time stamps, rdtsc(), at the boundaries of the phases of
 the write path (pmc_map, pmc_map_write, pmc_write.c's commit,
-pmc_meta_write_block) and of a
+pmc_meta_write_over) and of a
 read hit (pmc_map_read, pmc_io_read, pmc_read_either_half).  Under -icount the TSC counts
 guest instructions, so the difference of two stamps is the instructions
 between them (a stamp costs a few itself).  The sums per phase, for new
@@ -28,9 +28,9 @@ sys.path.insert(0, str(HERE.parent))
 WRITE_PHASES = [
     "pmc_map: flush check, pmc_note_foreground, pmc_pmem_enter",
     "pmc_map_write: block, mask; cleaner and sequential checks; pmc_write()",
-    "pmc_alloc_slot (free list, spinlock), the write's epoch",
+    "pmc_env_alloc_slot (free list, spinlock), the write's epoch",
     "stripe lock (down_write), index lookup",
-    "pmc_meta_write_block: its own index lookup again",
+    "pmc_meta_write_over: the kept sectors' mask",
     "W1: data copy into pmem (memcpy_flushcache 4 KiB)",
     "W2: fence",
     "W3: seq atomic, record, record checksum",
