@@ -3156,20 +3156,34 @@ static void evict_window(void)
 	cur_cpu = keep;
 }
 
-static void scenario_evict_recheck(void)
+/*
+ * Block 5 written (w1), written back and CLEAN: its slot, or PMC_NO_SLOT
+ * when the scenario @name could not set that up.
+ */
+static u32 scenario_clean_block(const char *name)
 {
-	world_reset();
+	u32 x;
+
 	cur_cpu = 0;
 	op_write(5 * SPB, SPB);			/* w1 */
-	evict_scen_slot = pmc_index_lookup(&E.idx, 5);
+	x = pmc_index_lookup(&E.idx, 5);
 	cur_cpu = 2;
-	if (evict_scen_slot == PMC_NO_SLOT || wb_pass(16) != 1) {
-		scenario_skipped("evict-recheck");
-		return;
+	if (x == PMC_NO_SLOT || wb_pass(16) != 1) {
+		scenario_skipped(name);
+		return PMC_NO_SLOT;
 	}
 	device_complete_one(1);
 	cur_cpu = 3;
 	wb_endio_work();			/* block 5 CLEAN */
+	return x;
+}
+
+static void scenario_evict_recheck(void)
+{
+	world_reset();
+	evict_scen_slot = scenario_clean_block("evict-recheck");
+	if (evict_scen_slot == PMC_NO_SLOT)
+		return;
 	cur_cpu = 0;
 	trylock_hook = evict_window;
 	evict_clean(16);
@@ -3331,17 +3345,9 @@ static void scenario_resync_passes_eviction(void)
 	world_pair = 1;
 	world_reset();
 	world_pair = 0;
-	cur_cpu = 0;
-	op_write(5 * SPB, SPB);			/* w1 in slot X */
-	x = pmc_index_lookup(&E.idx, 5);
-	cur_cpu = 2;
-	if (x == PMC_NO_SLOT || wb_pass(16) != 1) {
-		scenario_skipped("resync-passes-eviction");
+	x = scenario_clean_block("resync-passes-eviction");	/* slot X */
+	if (x == PMC_NO_SLOT)
 		return;
-	}
-	device_complete_one(1);
-	cur_cpu = 3;
-	wb_endio_work();			/* block 5 CLEAN */
 	/* R1, R2 from half 0; the target has every slot but X's data */
 	cur_cpu = CPU_LOADER;
 	pmc_mirror_resync_begin(&R.h[0], &R.h[1], E.m.cache_uuid);
