@@ -353,6 +353,19 @@ static inline bool pmc_dev_may_be_bad(struct dm_dev *d)
 	return bb && READ_ONCE(bb->count);
 }
 
+/*
+ * May a half the cache runs on have bad pmem?  Only live halves: a half
+ * lost while running may be unbound, its disk's badblocks list freed
+ * with it.  Inside a pmc_pmem_enter() section.
+ */
+static inline bool pmc_live_may_be_bad(struct pmemcache *pc)
+{
+	unsigned int live = READ_ONCE(pc->meta.live);
+
+	return ((live & 1) && pmc_dev_may_be_bad(pc->pmem_dev)) ||
+	       ((live & 2) && pmc_dev_may_be_bad(pc->mirror.dev));
+}
+
 /* pmc_half_range_bad() without a call while half @h has no bad pmem. */
 static inline bool pmc_half_bad(struct pmemcache *pc, unsigned int h,
 				u64 byte_off, u32 len)
@@ -426,8 +439,7 @@ static inline u32 pmc_take_slot(struct pmemcache *pc)
 	struct pmc_free_cache *c;
 	u32 s = PMC_NO_SLOT;
 
-	if (unlikely(pmc_dev_may_be_bad(pc->pmem_dev) ||
-		     (pc->mirror.dev && pmc_dev_may_be_bad(pc->mirror.dev))))
+	if (unlikely(pmc_live_may_be_bad(pc)))
 		return PMC_NO_SLOT;
 	c = get_cpu_ptr(pc->free_cache);
 	spin_lock(&c->lock);
