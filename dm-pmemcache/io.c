@@ -205,18 +205,26 @@ struct pmc_fill {
 	u32 first;		/* first sector of the bio inside the block */
 };
 
-/* pmc_fill_fn: copy the bio's data into the new block, bypassing caches. */
-static int pmc_fill_from_bio(void *ctx, u8 *block)
+/*
+ * pmc_fill_fn: copy the bio's data into the new block, bypassing caches;
+ * with data_crc a sector at a time, each through a copy and its crc.
+ */
+static int pmc_fill_from_bio(void *ctx, u8 *block, u32 *sector_crc)
 {
 	struct pmc_fill *f = ctx;
 	u8 *dst = block + (f->first << SECTOR_SHIFT);
+	u32 i = f->first, n;
 	struct bvec_iter iter;
 	struct bio_vec bv;
 
 	bio_for_each_segment(bv, f->bio, iter) {
-		void *src = bvec_kmap_local(&bv);
+		u8 *src = bvec_kmap_local(&bv);
 
-		pmc_meta_store(f->m, dst, src, bv.bv_len, PMC_P_DATA);
+		if (!sector_crc)
+			pmc_meta_store(f->m, dst, src, bv.bv_len, PMC_P_DATA);
+		for (n = 0; sector_crc && n < bv.bv_len; n += SECTOR_SIZE, i++)
+			pmc_meta_store_sector(f->m, dst + n, src + n,
+					      &sector_crc[i]);
 		kunmap_local(src);
 		dst += bv.bv_len;
 	}

@@ -302,7 +302,8 @@ int pmc_mirror_start(struct pmemcache *pc, const struct pmc_origin_id *oid)
 
 	if (pc->need_format) {
 		r = pmc_meta_format_pair(&pc->meta, pc->kaddr, pc->mirror.kaddr,
-					 pc->pmem_bytes, pc->block_size, oid);
+					 pc->pmem_bytes, pc->block_size, oid,
+					 pmc_format_features(pc));
 		if (r)
 			return r;
 		pc->need_format = false;
@@ -450,17 +451,37 @@ static int pmc_heal_copy(void *ctx, const u8 *half)
 }
 
 /* pmc_fill_fn: the good copy of the bad block, from the other half. */
-static int pmc_heal_fill(void *ctx, u8 *block)
+static int pmc_heal_fill(void *ctx, u8 *block, u32 *sector_crc)
 {
 	struct pmc_heal_fill *h = ctx;
 	struct pmemcache *pc = h->pc;
+	u32 i;
 
 	/* not counted again: this is the heal of that count */
 	if (pmc_read_either_half(pc, h->slot, pmc_meta_data_offset(&pc->meta, h->slot),
 				 pc->block_size, false, pmc_heal_copy, h))
 		return -EIO;
-	pmc_meta_store(&pc->meta, block, h->buf, pc->block_size, PMC_P_DATA);
+	if (!sector_crc) {
+		pmc_meta_store(&pc->meta, block, h->buf, pc->block_size, PMC_P_DATA);
+		return 0;
+	}
+	for (i = 0; i < pc->meta.spb; i++)
+		pmc_meta_store_sector(&pc->meta, block + i * SECTOR_SIZE,
+				      h->buf + i * SECTOR_SIZE, &sector_crc[i]);
 	return 0;
+}
+
+/*
+ * Heal @slot (index word @v) now: a dirty block committed anew from its
+ * good copy (@buf: a block of DRAM), a clean one dropped.  0 or -errno
+ * (-EAGAIN: busy, or no slot free).  Inside a pmc_pmem_enter() section.
+ */
+int pmc_mirror_heal(struct pmemcache *pc, u32 slot, u64 v, u8 *buf)
+{
+	struct pmc_heal_fill h = { .pc = pc, .slot = slot, .buf = buf };
+
+	return pmc_write_heal(pc, &pc->meta, &pc->idx, slot, v, pmc_heal_fill,
+			      &h);
 }
 
 /* The next block to heal, taken off the queue: false if none. */
@@ -483,28 +504,28 @@ static void pmc_mirror_heal_work(struct work_struct *work)
 {
 	struct pmemcache *pc = container_of(work, struct pmemcache,
 					    mirror.heal_work);
-	struct pmc_heal_fill h = { .pc = pc };
 	unsigned int healed = 0;
+	u32 slot;
 	u64 v;
+	u8 *buf;
 	int id;
 
 	/* suspended: another table may already own the pmem */
 	if (READ_ONCE(pc->suspended))
 		return;
-	h.buf = kmalloc(pc->block_size, GFP_NOIO);
-	if (!h.buf)
+	buf = kmalloc(pc->block_size, GFP_NOIO);
+	if (!buf)
 		return;
 	id = pmc_pmem_enter(pc);
 	while (id >= 0 && !READ_ONCE(pc->suspended) &&
-	       pmc_mirror_heal_next(&pc->mirror, &h.slot, &v)) {
-		if (!pmc_write_heal(pc, &pc->meta, &pc->idx, h.slot, v,
-				    pmc_heal_fill, &h))
+	       pmc_mirror_heal_next(&pc->mirror, &slot, &v)) {
+		if (!pmc_mirror_heal(pc, slot, v, buf))
 			healed++;
 		cond_resched();
 	}
 	if (id >= 0)
 		pmc_pmem_exit(id);
-	kfree(h.buf);
+	kfree(buf);
 	if (healed)
 		DMINFO_LIMIT("%s: mirror: healed %u cache blocks from the other half",
 			     pc->pmem_dev->name, healed);

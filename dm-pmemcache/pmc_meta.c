@@ -111,12 +111,13 @@ void pmc_meta_drop_half(struct pmc_meta *m, unsigned int lost)
 int pmc_meta_format(struct pmc_meta *m, u8 *base, u64 pmem_bytes,
 		    u32 block_size, const struct pmc_origin_id *oid)
 {
-	return pmc_meta_format_pair(m, base, NULL, pmem_bytes, block_size, oid);
+	return pmc_meta_format_pair(m, base, NULL, pmem_bytes, block_size, oid,
+				    0);
 }
 
 int pmc_meta_format_pair(struct pmc_meta *m, u8 *base, u8 *mirror,
 			 u64 pmem_bytes, u32 block_size,
-			 const struct pmc_origin_id *oid)
+			 const struct pmc_origin_id *oid, u64 features)
 {
 	static const u8 zero[512];
 	struct pmc_super sb;
@@ -124,6 +125,8 @@ int pmc_meta_format_pair(struct pmc_meta *m, u8 *base, u8 *mirror,
 	__le64 magic;
 	int r;
 
+	if (features & ~PMC_FEATURES_KNOWN)
+		return -EINVAL;
 	r = pmc_meta_geometry(pmem_bytes, block_size, &n, &data_off);
 	if (r)
 		return r;
@@ -132,6 +135,7 @@ int pmc_meta_format_pair(struct pmc_meta *m, u8 *base, u8 *mirror,
 	pmc_meta_use_halves(m, base, mirror);
 	m->n_blocks = n;
 	m->data_offset = data_off;
+	m->data_crc = features & PMC_FEATURE_DATA_CRC;
 
 	/*
 	 * F1: "format in progress" is committed first, so that a crash at any
@@ -157,6 +161,7 @@ int pmc_meta_format_pair(struct pmc_meta *m, u8 *base, u8 *mirror,
 	sb.sb_size = cpu_to_le32(sizeof(sb));
 	sb.block_size = cpu_to_le32(block_size);
 	sb.record_size = cpu_to_le32(PMC_RECORD_SIZE);
+	sb.features = cpu_to_le64(features);
 	pmc_random_bytes(sb.cache_uuid, sizeof(sb.cache_uuid));
 	memcpy(sb.origin_uuid, oid->uuid, sizeof(sb.origin_uuid));
 	sb.origin_id_kind = cpu_to_le32(oid->kind);
@@ -244,7 +249,7 @@ int pmc_meta_open(struct pmc_meta *m, u8 *base, u64 pmem_bytes,
 		*why = "superblock has an unknown layout";
 		return -EINVAL;
 	}
-	if (le64_to_cpu(sb.features)) {
+	if (le64_to_cpu(sb.features) & ~PMC_FEATURES_KNOWN) {
 		*why = "superblock uses unsupported features";
 		return -EINVAL;
 	}
@@ -290,6 +295,7 @@ int pmc_meta_open(struct pmc_meta *m, u8 *base, u64 pmem_bytes,
 	m->n_blocks = n;
 	m->data_offset = data_off;
 	m->record_seed = le32_to_cpu(sb.record_seed);
+	m->data_crc = le64_to_cpu(sb.features) & PMC_FEATURE_DATA_CRC;
 	memcpy(m->cache_uuid, sb.cache_uuid, 16);
 	return 0;
 }
@@ -315,6 +321,70 @@ int pmc_meta_read_record(const struct pmc_meta *m, u32 slot,
 		le64_to_cpu(r->oblock) <= PMC_OBLOCK_MAX &&
 		le64_to_cpu(r->seq) <= PMC_SEQ_MAX;
 	return 0;
+}
+
+void pmc_meta_store_sector(const struct pmc_meta *m, u8 *dst, const u8 *src,
+			   u32 *crc)
+{
+	u8 buf[PMC_SECTOR_SIZE];
+
+	if (crc) {
+		memcpy(buf, src, sizeof(buf));
+		*crc = pmc_sector_crc(buf);
+		src = buf;
+	}
+	pmc_meta_store(m, dst, src, PMC_SECTOR_SIZE, PMC_P_DATA);
+}
+
+/* A record's data_crc: of its valid sectors' crcs, in ascending order. */
+static u32 pmc_meta_block_crc(const struct pmc_meta *m, const u32 *sector_crc,
+			      u32 valid)
+{
+	u32 c = m->record_seed, i;
+	__le32 v;
+
+	for (i = 0; i < m->spb; i++) {
+		if (!(valid & (1U << i)))
+			continue;
+		v = cpu_to_le32(sector_crc[i]);
+		c = pmc_crc32c(c, &v, sizeof(v));
+	}
+	return c;
+}
+
+int pmc_meta_data_crc(const struct pmc_meta *m, const u8 *base, u32 slot,
+		      u32 valid, u32 *crc)
+{
+	const u8 *d = base + pmc_meta_data_offset(m, slot);
+	u32 sc[PMC_MAX_SECTORS_PER_BLOCK], i;
+	u8 buf[PMC_SECTOR_SIZE];
+
+	/* through a buffer: a machine-check safe copy, never a load of poison */
+	for (i = 0; i < m->spb; i++) {
+		if (!(valid & (1U << i)))
+			continue;
+		if (pmc_pmem_read(buf, d + i * PMC_SECTOR_SIZE, sizeof(buf)))
+			return -EIO;
+		sc[i] = pmc_sector_crc(buf);
+	}
+	*crc = pmc_meta_block_crc(m, sc, valid);
+	return 0;
+}
+
+int pmc_meta_check_data(const struct pmc_meta *m, const u8 *base, u32 slot)
+{
+	const u8 *rec = base + PMC_RECORDS_OFFSET + (u64)slot * PMC_RECORD_SIZE;
+	struct pmc_record r;
+	u32 crc;
+
+	if (pmc_pmem_read(&r, rec, sizeof(r)))
+		return -EIO;
+	if (le32_to_cpu(r.csum) != pmc_meta_record_csum(m->record_seed, slot, &r))
+		return -EBADMSG;
+	if (pmc_meta_data_crc(m, base, slot, le32_to_cpu(r.valid) & m->full_mask,
+			      &crc))
+		return -EIO;
+	return crc == le32_to_cpu(r.data_crc) ? 0 : -EBADMSG;
 }
 
 /*
@@ -447,9 +517,12 @@ int pmc_meta_recover(struct pmc_meta *m, struct pmc_index *idx,
 	return 0;
 }
 
-/* Copy the sectors in @keep from slot @src to slot @dst (pmem to pmem). */
+/*
+ * Copy the sectors in @keep from slot @src to slot @dst (pmem to pmem),
+ * their crcs into @sector_crc unless it is NULL.
+ */
 static int pmc_meta_copy_sectors(struct pmc_meta *m, u32 dst, u32 src,
-				 u32 keep)
+				 u32 keep, u32 *sector_crc)
 {
 	u8 buf[PMC_SECTOR_SIZE];
 	u8 *d = pmc_meta_data(m, dst);
@@ -461,6 +534,8 @@ static int pmc_meta_copy_sectors(struct pmc_meta *m, u32 dst, u32 src,
 			continue;
 		if (pmc_pmem_read(buf, s + i * PMC_SECTOR_SIZE, sizeof(buf)))
 			return -EIO;
+		if (sector_crc)
+			sector_crc[i] = pmc_sector_crc(buf);
 		pmc_meta_store(m, d + i * PMC_SECTOR_SIZE, buf, sizeof(buf),
 			       PMC_P_DATA);
 	}
@@ -482,6 +557,7 @@ int pmc_meta_write_over(struct pmc_meta *m, struct pmc_index *idx,
 {
 	struct pmc_record r;
 	u32 keep = 0, flags = PMC_SF_DIRTY | pmc_epoch_flags(epoch);
+	u32 sc[PMC_MAX_SECTORS_PER_BLOCK], *crcs = m->data_crc ? sc : NULL;
 	u64 seq;
 	int ret;
 
@@ -491,11 +567,11 @@ int pmc_meta_write_over(struct pmc_meta *m, struct pmc_index *idx,
 
 	/* W1: data into a free slot (its record is durably dead). */
 	if (keep) {
-		ret = pmc_meta_copy_sectors(m, new_slot, old, keep);
+		ret = pmc_meta_copy_sectors(m, new_slot, old, keep, crcs);
 		if (ret)
 			return ret;
 	}
-	ret = fill(ctx, pmc_meta_data(m, new_slot));
+	ret = fill(ctx, pmc_meta_data(m, new_slot), crcs);
 	if (ret)
 		return ret;
 	/* W2: the data is durable before any record can point at it. */
@@ -515,6 +591,8 @@ int pmc_meta_write_over(struct pmc_meta *m, struct pmc_index *idx,
 	r.oblock = cpu_to_le64(oblock);
 	r.seq = cpu_to_le64(seq);
 	r.valid = cpu_to_le32(mask | keep);
+	if (crcs)	/* of the bytes stored: the kept sectors' and the fill's */
+		r.data_crc = cpu_to_le32(pmc_meta_block_crc(m, crcs, mask | keep));
 	r.state = cpu_to_le32(PMC_REC_DIRTY);
 	r.csum = cpu_to_le32(pmc_meta_record_csum(m->record_seed, new_slot, &r));
 	pmc_meta_store(m, pmc_rec(m, new_slot), &r, sizeof(r), PMC_P_RECORD);

@@ -36,6 +36,7 @@ struct pmc_meta {
 	u64 n_blocks;
 	u64 data_offset;
 	u32 record_seed;
+	bool data_crc;		/* PMC_FEATURE_DATA_CRC: records hold data crcs */
 	struct pmc_atomic64 last_seq;	/* highest seq handed out */
 	u8 cache_uuid[16];
 };
@@ -49,8 +50,20 @@ struct pmc_recover_stats {
 	u64 bad_seq;		/* correct checksum, seq above PMC_SEQ_MAX: dead */
 };
 
-/* Data callback for pmc_meta_write_block(): store the new sectors. */
-typedef int (*pmc_fill_fn)(void *ctx, u8 *block_kaddr);
+/*
+ * Data callback for pmc_meta_write_block(): store the new sectors.  With
+ * data_crc (@sector_crc not NULL) it also sets sector_crc[i] for each
+ * sector i it stores to the pmc_sector_crc() of the bytes stored, taken
+ * of its own copy of the source (pmc_meta_store_sector()): a page its
+ * owner changes during the write must not leave data that fails its crc.
+ */
+typedef int (*pmc_fill_fn)(void *ctx, u8 *block_kaddr, u32 *sector_crc);
+
+/* data_crc: the crc of one 512-byte sector, in which records' crcs are made */
+static inline u32 pmc_sector_crc(const void *sector)
+{
+	return pmc_crc32c(~0U, sector, PMC_SECTOR_SIZE);
+}
 
 /* Geometry for a namespace of @pmem_bytes: 0 or -EINVAL. */
 int pmc_meta_geometry(u64 pmem_bytes, u32 block_size, u64 *n_blocks,
@@ -64,12 +77,16 @@ int pmc_meta_geometry(u64 pmem_bytes, u32 block_size, u64 *n_blocks,
 int pmc_meta_open(struct pmc_meta *m, u8 *base, u64 pmem_bytes,
 		  u32 block_size, const struct pmc_origin_id *oid,
 		  const char **why);
+/* Format a cache with no features (PMC_FEATURE_*). */
 int pmc_meta_format(struct pmc_meta *m, u8 *base, u64 pmem_bytes,
 		    u32 block_size, const struct pmc_origin_id *oid);
-/* The same on both halves of a mirror (@mirror: the second's byte 0). */
+/*
+ * The same with @features, on both halves of a mirror (@mirror: the
+ * second's byte 0) or, if @mirror is NULL, on one device.
+ */
 int pmc_meta_format_pair(struct pmc_meta *m, u8 *base, u8 *mirror,
 			 u64 pmem_bytes, u32 block_size,
-			 const struct pmc_origin_id *oid);
+			 const struct pmc_origin_id *oid, u64 features);
 
 /*
  * The one store of the commit protocol (records, superblock, data): to
@@ -127,6 +144,29 @@ static inline u64 pmc_meta_data_offset(const struct pmc_meta *m, u32 slot)
 
 int pmc_meta_read_record(const struct pmc_meta *m, u32 slot,
 			 struct pmc_record *r, bool *live);
+
+/*
+ * Store the sector at @src into pmem at @dst (pmc_meta_store()), through a
+ * copy whose crc goes to *@crc if @crc is not NULL.
+ */
+void pmc_meta_store_sector(const struct pmc_meta *m, u8 *dst, const u8 *src,
+			   u32 *crc);
+
+/*
+ * DATA_CRC: the crc of sectors @valid of slot @slot's data on the half
+ * whose byte 0 is @base (the record's data_crc if the data is good).
+ * 0, or -EIO on a media error.
+ */
+int pmc_meta_data_crc(const struct pmc_meta *m, const u8 *base, u32 slot,
+		      u32 valid, u32 *crc);
+
+/*
+ * DATA_CRC: does slot @slot's data on the half at @base match the data_crc
+ * of its record there?  0, -EIO on a media error, or -EBADMSG if it does
+ * not (or that record's checksum is wrong).  The slot must not change
+ * meanwhile (its stripe lock, or writeback owns it).
+ */
+int pmc_meta_check_data(const struct pmc_meta *m, const u8 *base, u32 slot);
 
 /*
  * Write sectors @mask of @oblock: @new_slot is a free slot, @fill stores

@@ -52,6 +52,7 @@ bool pmc_feature_word(const char *w)
 	static const char * const words[] = {
 		PMC_OPT_WRITEBACK, PMC_OPT_FLUSH_SUSPEND, PMC_OPT_CLEANER,
 		PMC_OPT_FORMAT, PMC_OPT_MIRROR, PMC_OPT_DEGRADED,
+		PMC_OPT_DATA_CRC,
 	};
 	unsigned int i;
 
@@ -67,6 +68,7 @@ int pmc_features_parse(struct pmc_features *f, unsigned int argc,
 	static const char * const flags[] = {
 		PMC_OPT_WRITEBACK, PMC_OPT_FLUSH_SUSPEND, PMC_OPT_CLEANER,
 		PMC_OPT_FORMAT, PMC_OPT_MIRROR, PMC_OPT_DEGRADED,
+		PMC_OPT_DATA_CRC,
 	};
 	unsigned int n, i, seen = 0;
 	const char *name;
@@ -116,6 +118,10 @@ int pmc_features_parse(struct pmc_features *f, unsigned int argc,
 		}
 		if (!strcasecmp(name, PMC_OPT_DEGRADED)) {
 			f->degraded = true;
+			continue;
+		}
+		if (!strcasecmp(name, PMC_OPT_DATA_CRC)) {
+			f->data_crc = true;
 			continue;
 		}
 		if (t < 0 && strcasecmp(name, PMC_OPT_WRITEBACK) &&

@@ -17,6 +17,7 @@
 #define PMC_OPT_FORMAT		"format"
 #define PMC_OPT_MIRROR		"mirror"	/* mirror <pmem_dev2>: the second half */
 #define PMC_OPT_DEGRADED	"degraded"	/* start a mirror on one half */
+#define PMC_OPT_DATA_CRC	"data_crc"	/* format with data crcs */
 
 enum pmc_route {
 	PMC_ROUTE_AUTO,		/* pfn bios if bdev_pfn(origin), else bounce */
@@ -47,8 +48,8 @@ struct pmc_tunable {
 
 extern const struct pmc_tunable pmc_tunables[PMC_NR_TUNABLES];
 
-/* Words of all features together: 10 with a value, 4 without. */
-#define PMC_MAX_FEATURE_ARGS	(2 * PMC_NR_TUNABLES + 2 + 2 + 4)
+/* Words of all features together: 10 with a value, 5 without. */
+#define PMC_MAX_FEATURE_ARGS	(2 * PMC_NR_TUNABLES + 2 + 2 + 5)
 
 /*
  * What the feature words say.  The caller fills in the defaults; parsing
@@ -63,6 +64,7 @@ struct pmc_features {
 	bool format;
 	const char *mirror;	/* the second half's device: a word of argv, or NULL */
 	bool degraded;		/* start on one half (only with mirror) */
+	bool data_crc;		/* PMC_FEATURE_DATA_CRC */
 };
 
 /* The tunable called @name (any case), or -1. */

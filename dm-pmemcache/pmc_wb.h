@@ -83,7 +83,7 @@ void pmc_env_pmem_exit(struct pmemcache *pc, int id);
 int pmc_env_origin_flush(struct pmemcache *pc);
 /* Slot @slot (word @v) could not be marked CLEAN: out of use. */
 void pmc_env_wb_quarantined(struct pmemcache *pc, u32 slot, u64 v);
-/* The data of @slot is known poison (the pmem disk's badblocks). */
+/* The data of @slot is known poison (badblocks) or fails its data crc. */
 bool pmc_env_wb_poisoned(struct pmemcache *pc, u32 slot);
 /*
  * Send the claimed blocks @c[0..@n) to the origin as one origin write

@@ -110,6 +110,30 @@ int pmc_read_block(struct pmemcache *pc, void *dst, u32 slot)
 				    pmc_block_copy, &c);
 }
 
+/*
+ * data_crc: does the data of @slot on the half at @base match its record?
+ * A mismatch (or a media error met on the way) is counted if @count.
+ */
+bool pmc_data_crc_good(struct pmemcache *pc, const u8 *base, u32 slot,
+		       bool count)
+{
+	int r = pmc_meta_check_data(&pc->meta, base, slot);
+
+	if (!r)
+		return true;
+	if (count) {
+		atomic64_inc(&pc->st.crc_errors);
+		DMWARN_LIMIT("%s: cache block %u: %s on %s",
+			     pc->pmem_dev->name, slot,
+			     r == -EIO ? "media error checking its data crc" :
+			     "data does not match its crc",
+			     pc->mirror.dev && base == pc->meta.half[1] ?
+			     pc->mirror.dev->name :
+			     pc->pmem_dev->name);
+	}
+	return false;
+}
+
 /* A read was served from the other half: count it, heal the block. */
 void pmc_count_mirror_read(struct pmemcache *pc, u32 slot)
 {

@@ -94,6 +94,7 @@ struct pmc_stats {
 	atomic64_t full_through;	/* ... or replaced a cached copy through the origin */
 	atomic64_t full_timeouts;	/* ... after waiting all of full_wait */
 	atomic64_t mirror_reads;	/* media error on one half, read from the other */
+	atomic64_t crc_errors;		/* data that did not match its record's crc */
 };
 
 /* Writeback rate controller state (wb_rate.c). */
@@ -197,6 +198,7 @@ struct pmemcache {
 	bool flush_on_suspend;
 	bool cleaner;
 	bool format;		/* one-shot: not shown in the table */
+	bool data_crc;		/* the table asks for PMC_FEATURE_DATA_CRC */
 	bool need_format;	/* blank namespace or 'format': at first resume */
 	bool loaded;		/* index rebuilt (first resume done) */
 	struct pmc_claim claim;
@@ -336,6 +338,10 @@ const u8 *pmc_mirror_other_copy(struct pmemcache *pc, unsigned int h,
 				u64 byte_off, u32 len);
 void pmc_count_mirror_read(struct pmemcache *pc, u32 slot);
 void pmc_mirror_heal_later(struct pmemcache *pc, u32 slot);	/* mirror.c */
+int pmc_mirror_heal(struct pmemcache *pc, u32 slot, u64 v, u8 *buf);
+
+/* scrub.c: the "scrub" message; its counts go to @result */
+int pmc_scrub(struct pmemcache *pc, char *result, unsigned int maxlen);
 int pmc_read_block(struct pmemcache *pc, void *dst, u32 slot);
 void pmc_pmem_release(struct pmemcache *pc);
 int pmc_pmem_enter(struct pmemcache *pc);
@@ -374,6 +380,28 @@ static inline bool pmc_half_bad(struct pmemcache *pc, unsigned int h,
 	       pmc_half_range_bad(pc, h, byte_off, len);
 }
 
+/* Do this cache's records carry data crcs (or will, once formatted)? */
+static inline bool pmc_data_crc_on(const struct pmemcache *pc)
+{
+	return pc->data_crc || pc->meta.data_crc;
+}
+
+/* PMC_FEATURE_* a format of this table gives the cache. */
+static inline u64 pmc_format_features(const struct pmemcache *pc)
+{
+	return pc->data_crc ? PMC_FEATURE_DATA_CRC : 0;
+}
+
+bool pmc_data_crc_good(struct pmemcache *pc, const u8 *base, u32 slot,
+		       bool count);
+
+/* With data_crc: does @slot's data on the half at @base match its crc? */
+static inline bool pmc_data_ok(struct pmemcache *pc, const u8 *base,
+			       u32 slot, bool count)
+{
+	return !pc->meta.data_crc || pmc_data_crc_good(pc, base, slot, count);
+}
+
 /* Byte 0 of half @h: meta.base is the survivor's once a half was lost. */
 static inline const u8 *pmc_half_base(struct pmemcache *pc, unsigned int h)
 {
@@ -389,7 +417,9 @@ static inline const u8 *pmc_half_base(struct pmemcache *pc, unsigned int h)
  * the other half's copy is read: then, if @count, counted and the block
  * queued to heal, as is a block read well whose other copy is on the
  * badblocks list (a copy nothing reads would be found bad only once the
- * good one is lost).  0 or -EIO.  Always inlined: @copy is a direct call.
+ * good one is lost).  With data_crc, a copy whose data does not match its
+ * record's crc is bad as well.  0 or -EIO.  Always inlined: @copy is a
+ * direct call.
  */
 static __always_inline int pmc_read_either_half(struct pmemcache *pc, u32 slot,
 						u64 at, u32 len, bool count,
@@ -398,15 +428,16 @@ static __always_inline int pmc_read_either_half(struct pmemcache *pc, u32 slot,
 {
 	unsigned int live = READ_ONCE(pc->mirror.reads);
 	unsigned int h = live == 3 ? slot & 1 : live == 2;
-	const u8 *other;
+	const u8 *base = pmc_half_base(pc, h), *other;
 
-	if (!pmc_half_bad(pc, h, at, len) && !copy(ctx, pmc_half_base(pc, h))) {
+	if (!pmc_half_bad(pc, h, at, len) && !copy(ctx, base) &&
+	    pmc_data_ok(pc, base, slot, count)) {
 		if (live == 3 && count && pmc_half_bad(pc, h ^ 1, at, len))
 			pmc_mirror_heal_later(pc, slot);
 		return 0;
 	}
 	other = pmc_mirror_other_copy(pc, h, at, len);
-	if (!other || copy(ctx, other))
+	if (!other || copy(ctx, other) || !pmc_data_ok(pc, other, slot, count))
 		return -EIO;
 	if (count)
 		pmc_count_mirror_read(pc, slot);

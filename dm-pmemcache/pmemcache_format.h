@@ -59,7 +59,7 @@ struct pmc_super {
 	__le32 sb_size;		/* sizeof(struct pmc_super) */
 	__le32 block_size;	/* bytes, power of two, 512..4096 */
 	__le32 record_size;	/* sizeof(struct pmc_record) */
-	__le64 features;	/* none defined in version 1: must be 0 */
+	__le64 features;	/* PMC_FEATURE_*: chosen at format time */
 	__u8 cache_uuid[16];	/* random, chosen at format time */
 	__u8 origin_uuid[16];	/* see origin_id_kind */
 	__le32 origin_id_kind;	/* PMC_ORIGIN_ID_* */
@@ -75,6 +75,17 @@ struct pmc_super {
 };
 
 #define PMC_SUPER_SIZE		256U
+
+/*
+ * Superblock features.  Each changes what the records mean, so a loader
+ * refuses a superblock with a feature it does not know.
+ *
+ * DATA_CRC: every record carries a crc32c of its block's data; a copy
+ * whose data does not match is not read (a mirror's other copy is, and
+ * the block is healed).
+ */
+#define PMC_FEATURE_DATA_CRC	0x1ULL
+#define PMC_FEATURES_KNOWN	PMC_FEATURE_DATA_CRC
 
 /*
  * Record states.  A record describes the data block of the same index.
@@ -94,12 +105,15 @@ struct pmc_super {
  * 8-byte store, which the hardware persists atomically.
  *
  * csum = crc32c(record_seed, le32 index || bytes 0..23 || le32 state).
+ * data_crc = crc32c(record_seed, le32 crc32c(~0, sector i) of each valid
+ * sector i of the data block, in ascending order); written with the rest
+ * of the record, never changed.
  */
 struct pmc_record {
 	__le64 oblock;		/* origin block number (origin sector / spb) */
 	__le64 seq;		/* unique, increasing; highest live seq wins */
 	__le32 valid;		/* bit i: sector i of the block holds data */
-	__le32 reserved;	/* zero */
+	__le32 data_crc;	/* DATA_CRC: see below; else zero */
 	__le32 state;		/* PMC_REC_* */
 	__le32 csum;
 };

@@ -44,6 +44,10 @@ int pmc_load_check(struct pmemcache *pc, char **error)
 		} else if (r) {
 			*error = (char *)why;
 			return -EINVAL;
+		} else if (pc->data_crc && !pc->meta.data_crc) {
+			/* a record without a crc would read as corrupt */
+			*error = "data_crc: the cache was formatted without it";
+			return -EINVAL;
 		}
 	}
 	if (pc->need_format) {
@@ -111,13 +115,15 @@ int pmc_load(struct pmemcache *pc)
 			return r;
 	} else if (pc->need_format) {
 		pmc_origin_identity(pc, &oid);
-		r = pmc_meta_format(&pc->meta, pc->kaddr, pc->pmem_bytes,
-				    pc->block_size, &oid);
+		r = pmc_meta_format_pair(&pc->meta, pc->kaddr, NULL,
+					 pc->pmem_bytes, pc->block_size, &oid,
+					 pmc_format_features(pc));
 		if (r)
 			return r;
 		pc->need_format = false;
-		DMINFO("%s: formatted: %llu blocks of %u bytes",
-		       pc->pmem_dev->name, pc->meta.n_blocks, pc->block_size);
+		DMINFO("%s: formatted: %llu blocks of %u bytes%s",
+		       pc->pmem_dev->name, pc->meta.n_blocks, pc->block_size,
+		       pc->meta.data_crc ? ", with data crcs" : "");
 	}
 	r = pmc_meta_recover(&pc->meta, &pc->idx, &rs);
 	if (r)

@@ -112,6 +112,7 @@ static int pmc_parse_features(struct pmemcache *pc, struct dm_arg_set *as,
 		.flush_on_suspend = pc->flush_on_suspend,
 		.cleaner = pc->cleaner,
 		.format = pc->format,
+		.data_crc = pc->data_crc,
 	};
 	const char *why;
 	unsigned int i;
@@ -129,6 +130,7 @@ static int pmc_parse_features(struct pmemcache *pc, struct dm_arg_set *as,
 	pc->flush_on_suspend = f.flush_on_suspend;
 	pc->cleaner = f.cleaner;
 	pc->format = f.format;
+	pc->data_crc = f.data_crc;
 	pc->mirror.degraded_ok = f.degraded;
 	*mirror = f.mirror;
 	return 0;
@@ -376,11 +378,13 @@ static void pmc_status(struct dm_target *ti, status_type_t type,
 		       atomic64_read(&s->wb_flushes),
 		       atomic64_read(&s->full_waits),
 		       atomic64_read(&s->full_around));
-		DMEMIT("%lld %lld %llu %lld %llu ", atomic64_read(&s->full_through),
+		DMEMIT("%lld %lld %llu %lld %llu %lld ",
+		       atomic64_read(&s->full_through),
 		       atomic64_read(&s->full_timeouts), bad,
 		       atomic64_read(&s->mirror_reads),
 		       READ_ONCE(pc->mirror.syncing) ?
-		       n - min(n, READ_ONCE(pc->mirror.resync_next)) : 0);
+		       n - min(n, READ_ONCE(pc->mirror.resync_next)) : 0,
+		       atomic64_read(&s->crc_errors));
 		pmc_health_emit(pc, result, maxlen, &sz);
 		break;
 	case STATUSTYPE_TABLE:
@@ -389,7 +393,7 @@ static void pmc_status(struct dm_target *ti, status_type_t type,
 		nf = 2 * hweight_long(pc->tunables_set) +
 		     (pc->route != PMC_ROUTE_AUTO ? 2 : 0) +
 		     pc->flush_on_suspend + READ_ONCE(pc->cleaner) +
-		     (pc->mirror.on ? 2 : 0);
+		     (pc->mirror.on ? 2 : 0) + pmc_data_crc_on(pc);
 		if (!nf)
 			break;
 		DMEMIT(" %u", nf);
@@ -403,6 +407,8 @@ static void pmc_status(struct dm_target *ti, status_type_t type,
 			DMEMIT(" " PMC_OPT_FLUSH_SUSPEND);
 		if (READ_ONCE(pc->cleaner))
 			DMEMIT(" " PMC_OPT_CLEANER);
+		if (pmc_data_crc_on(pc))
+			DMEMIT(" " PMC_OPT_DATA_CRC);
 		/* "degraded" is one-shot, as "format": never shown */
 		if (pc->mirror.on)
 			DMEMIT(" " PMC_OPT_MIRROR " %s",
@@ -440,6 +446,7 @@ static void pmc_clear_stats(struct pmemcache *pc)
 	atomic64_set(&s->full_through, 0);
 	atomic64_set(&s->full_timeouts, 0);
 	atomic64_set(&s->mirror_reads, 0);
+	atomic64_set(&s->crc_errors, 0);
 }
 
 /* "<tunable> <value>": change a feature while the cache runs. */
@@ -483,13 +490,18 @@ static int pmc_message(struct dm_target *ti, unsigned int argc, char **argv,
 	if (argc == 2)
 		return pmc_message_tunable(pc, argc, argv);
 	if (argc != 1) {
-		DMERR("messages: flush, clear_stats, cleaner, nocleaner, <feature> <value>");
+		DMERR("messages: flush, scrub, clear_stats, cleaner, nocleaner, <feature> <value>");
 		return -EINVAL;
 	}
 	if (!strcasecmp(argv[0], "flush")) {
 		if (READ_ONCE(pc->suspended))
 			return -EBUSY;
 		return pmc_writeback_all(pc);
+	}
+	if (!strcasecmp(argv[0], "scrub")) {
+		if (READ_ONCE(pc->suspended))
+			return -EBUSY;
+		return pmc_scrub(pc, result, maxlen);
 	}
 	if (!strcasecmp(argv[0], "clear_stats")) {
 		pmc_clear_stats(pc);

@@ -39,11 +39,22 @@ static bool pmc_wb_use_pfn(struct pmemcache *pc)
 	       !READ_ONCE(pc->pfn_failed);
 }
 
-/* Is the data of @slot in the pmem disk's badblocks list? */
-static bool pmc_wb_poisoned(struct pmemcache *pc, u32 slot)
+/*
+ * May a page-less bio not point at the data of @slot?  It is in the pmem
+ * disk's badblocks list, or (data_crc) it does not match its crc on the
+ * half page-less bios use: then, if @heal, it is counted and healed from
+ * the other half.
+ */
+static bool pmc_wb_poisoned(struct pmemcache *pc, u32 slot, bool heal)
 {
-	return pmc_pmem_range_bad(pc, pmc_meta_data_offset(&pc->meta, slot),
-				  pc->block_size);
+	if (pmc_pmem_range_bad(pc, pmc_meta_data_offset(&pc->meta, slot),
+			       pc->block_size))
+		return true;
+	if (pmc_data_ok(pc, READ_ONCE(pc->meta.base), slot, heal))
+		return false;
+	if (heal && READ_ONCE(pc->mirror.reads) == 3)
+		pmc_mirror_heal_later(pc, slot);
+	return true;
 }
 
 void pmc_writeback_kick(struct pmemcache *pc)
@@ -195,11 +206,11 @@ bool pmc_env_wb_submit(struct pmemcache *pc, const struct pmc_wb_cand *c,
 	}
 
 	/*
-	 * Never send known poison: a block on the badblocks list goes by a
-	 * bounce copy (a mirror's other half), or not at all (stays dirty).
+	 * Never send known poison or bad data: such a block goes by a bounce
+	 * copy (a mirror's other half), or not at all (stays dirty).
 	 */
 	for (i = 0; io->pfn && i < n; i++)
-		if (pmc_wb_poisoned(pc, io->blk[i].slot))
+		if (pmc_wb_poisoned(pc, io->blk[i].slot, true))
 			io->pfn = false;
 	for (i = 0; i < n; i++) {
 		struct pmc_wb_block *it = &io->blk[i];
@@ -368,7 +379,7 @@ static void pmc_wb_work(struct work_struct *work)
 
 bool pmc_env_wb_poisoned(struct pmemcache *pc, u32 slot)
 {
-	return pmc_wb_poisoned(pc, slot);
+	return pmc_wb_poisoned(pc, slot, false);
 }
 
 int pmc_env_origin_flush(struct pmemcache *pc)

@@ -59,9 +59,10 @@ def host_mutant_counts(repo=REPO):
     mirror = [s for s in m.shared_sites(m.MIRROR_SHARED)
               if not any("in %s()" % f in s[3] for f in m.MIRROR_NOT_MODELLED)]
     mpolicy = len(m.policy_sites(m.MIRROR_POLICY, "mpolicy"))
+    crc = len(m.policy_sites(m.CRC_POLICY, "crcpolicy"))
     return {"sites": n[0], "policy": n[1], "bugs": n[2],
-            "mirror": len(mirror), "mpolicy": mpolicy,
-            "all": sum(n) + len(mirror) + mpolicy +
+            "mirror": len(mirror), "mpolicy": mpolicy, "crc": crc,
+            "all": sum(n) + len(mirror) + mpolicy + crc +
             len([s for s in m.model_sites() if not s[4]])}
 
 
@@ -103,6 +104,8 @@ COUNTED = {
     quantity("mirror copy policy mutants / caught"):
         (LIST, "mirror copy policy mutants",
          lambda repo: host_mutant_counts(repo)["mpolicy"]),
+    quantity("data crc mutants / caught"):
+        (LIST, "data crc mutants", lambda repo: host_mutant_counts(repo)["crc"]),
     quantity("`--break` modes the checker must catch / caught"):
         ("`tests/test_crash_model.py`", "`--break` modes", broken_modes),
 }

@@ -102,6 +102,25 @@ def test_a_mirrored_cache_keeps_every_write_with_a_half_lost(crash_model, seed, 
     assert r["bad_states"] == 0 and r["rc"] == 0
 
 
+@pytest.mark.parametrize("mode", ["single", "mirror"])
+def test_data_crcs_match_their_data_after_every_crash(crash_model, mode, figures):
+    """--data-crc: every cache formatted with data crcs; after every
+    recovery and at every running read, each live block's data matches its
+    record's crc (a block written well that read as corrupt would be lost
+    to its reader). The crc mutants of tests/host/mutants.py are the
+    failing side of this check."""
+    r = run_model(crash_model, "--data-crc", *(["--mirror"] if mode == "mirror" else []),
+                  "--ops", "3000", "--seed", "1")
+    # crcs were checked (those of blocks with sectors kept from an older
+    # copy among them: the mutant without them is caught)
+    assert r["data_crcs_checked"] > 100000
+    assert r["crash_states"] > 20000
+    add_figure(figures, "data crc crash states checked (violations)", "%d (%d)",
+               r["crash_states"], r["violations"])
+    assert r["violations"] == 0, r["stderr"][-2000:]
+    assert r["bad_states"] == 0 and r["rc"] == 0
+
+
 @pytest.mark.parametrize("step", BROKEN_STEPS)
 def test_checker_catches_a_missing_flush_or_fence(crash_model, step, figures):
     r = run_model(crash_model, "--ops", "1000", "--seed", "1", "--break", step)
@@ -150,14 +169,19 @@ def test_every_durability_site_mutant_is_caught(crash_model, figures):
     # decisions of the copy (two found by the model)
     assert int(mr.group(1)) >= 8 and mr.group(1) == mr.group(2), p.stdout
     assert int(mr.group(4)) >= 4 and mr.group(4) == mr.group(5), p.stdout
+    cr = re.search(r"data crc mutants (\d+), caught (\d+)", p.stdout)
+    assert cr, p.stdout
+    figures["data crc mutants / caught"] = "%s / %s" % cr.groups()
+    # the crc over the kept sectors too, the crc in the record at all
+    assert int(cr.group(1)) >= 2 and cr.group(1) == cr.group(2), p.stdout
     hc = re.search(r"controls (\d+), not caught (\d+)", p.stdout)
     assert hc and int(hc.group(1)) >= 1 and hc.group(1) == hc.group(2), p.stdout
     # the mutants that must be caught: shared code, bugs put back, the
     # model's sites that are not documented as redundant
     n = sites + int(pm.group(1)) + int(rg.group(1))
     c = caught + int(pm.group(2)) + int(rg.group(2))
-    n += int(mr.group(1)) + int(mr.group(4))
-    c += int(mr.group(2)) + int(mr.group(5))
+    n += int(mr.group(1)) + int(mr.group(4)) + int(cr.group(1))
+    c += int(mr.group(2)) + int(mr.group(5)) + int(cr.group(2))
     if mm:
         n, c = n + int(mm.group(1)) - int(mm.group(3)), c + int(mm.group(2))
     figures["host mutants"] = "%d, caught %d" % (n, c)

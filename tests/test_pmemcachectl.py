@@ -586,7 +586,7 @@ STATUS_KEYS = {
     "wb_rate_blocks_per_sec": int, "wb_target_dirty": int, "stripe_blocks": int,
     "wb_full_stripes": int, "wb_flushes": int, "full_waits": int, "full_around": int,
     "full_through": int, "full_timeouts": int, "bad_slots": int, "mirror_reads": int,
-    "resync_left": int, "health": str,
+    "resync_left": int, "crc_errors": int, "health": str,
     "dm_uuid": (str, type(None)),
 }
 

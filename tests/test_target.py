@@ -43,7 +43,7 @@ STATUS_FIELDS = [
     "ram_bytes_per_block", "route", "mode", "wb_rate", "wb_target",
     "stripe_blocks", "wb_full_stripes", "wb_flushes", "full_waits",
     "full_around", "full_through", "full_timeouts", "bad_slots", "mirror_reads",
-    "resync_left", "health",
+    "resync_left", "crc_errors", "health",
 ]
 
 

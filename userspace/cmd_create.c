@@ -86,7 +86,7 @@ static int parse_feature(const char *opt, const char *arg, uint32_t min,
 
 enum {
 	OPT_HIGH = 256, OPT_LOW, OPT_JOBS, OPT_AGE, OPT_WB, OPT_FOS,
-	OPT_CLEANER, OPT_FORMAT, OPT_MIRROR, OPT_DEGRADED,
+	OPT_CLEANER, OPT_FORMAT, OPT_MIRROR, OPT_DEGRADED, OPT_DATA_CRC,
 };
 
 static int build_table(const struct create_opts *o, uint64_t sectors,
@@ -134,6 +134,10 @@ static int build_table(const struct create_opts *o, uint64_t sectors,
 	}
 	if (o->degraded) {
 		FEAT(" degraded");
+		nf++;
+	}
+	if (o->data_crc) {
+		FEAT(" data_crc");
 		nf++;
 	}
 #undef FEAT
@@ -301,6 +305,7 @@ int cmd_create(int argc, char **argv)
 		{ "format", no_argument, NULL, OPT_FORMAT },
 		{ "mirror", required_argument, NULL, OPT_MIRROR },
 		{ "degraded", no_argument, NULL, OPT_DEGRADED },
+		{ "data-crc", no_argument, NULL, OPT_DATA_CRC },
 		{ "force", no_argument, NULL, 'f' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -364,6 +369,9 @@ int cmd_create(int argc, char **argv)
 			break;
 		case OPT_DEGRADED:
 			o.degraded = true;
+			break;
+		case OPT_DATA_CRC:
+			o.data_crc = true;
 			break;
 		case 'f':
 			o.force = true;

@@ -80,6 +80,9 @@ static void status_human(const char *name, const char *dm_uuid,
 		printf("  %-18s %llu of %llu blocks left to copy to a half\n",
 		       "resync", (unsigned long long)st->resync_left,
 		       (unsigned long long)st->blocks);
+	if (st->crc_errors)
+		printf("  %-18s %llu copies did not match their data crc\n",
+		       "data crc", (unsigned long long)st->crc_errors);
 	printf("  %-18s %llu writeback, %llu media, %llu pfn refused\n", "errors",
 	       (unsigned long long)st->wb_errors, (unsigned long long)st->media_errors,
 	       (unsigned long long)st->wb_notsupp);

@@ -44,6 +44,8 @@ static const struct command commands[] = {
 	  "      --mirror PMEMDEV      second half of a mirrored cache (\"missing\":\n"
 	  "                            start PMEMDEV alone if it ran alone before)\n"
 	  "      --degraded            with --mirror: start a half alone anyway\n"
+	  "      --data-crc            keep a crc of every block's data (a new cache):\n"
+	  "                            a mirror heals a bad copy from the other half\n"
 	  "  -f, --force               with --format: discard dirty blocks; without:\n"
 	  "                            re-attach dirty blocks (only if nothing wrote\n"
 	  "                            the origin since they were cached)\n" },

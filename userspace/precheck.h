@@ -19,6 +19,7 @@ struct create_opts {
 	const char *mirror;	/* the second half, or "-" (--mirror missing) */
 	bool degraded;		/* --degraded: start one half alone anyway */
 	bool flush_on_suspend, cleaner, format;
+	bool data_crc;		/* --data-crc: a new cache keeps data crcs */
 	bool force;		/* --format: lose dirty blocks; else re-attach them */
 	bool activate;		/* activate: dirty blocks are re-attached */
 };

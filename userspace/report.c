@@ -136,6 +136,8 @@ static const struct dm_report_field_type fields[] = {
 	    "Media errors on one half served from the other."),
 	NUM(S(resync_left), "resync_left", "RESYNC_LEFT",
 	    "Blocks the online copy to a mirror half has yet to look at."),
+	NUM(S(crc_errors), "crc_errors", "CRC_ERRORS",
+	    "Copies whose data did not match its data_crc."),
 	{ 0, 0, 0, 0, "", "", NULL, NULL },
 };
 

@@ -23,7 +23,7 @@ int pmc_split_dm_line(const char *line, uint64_t *start, uint64_t *len,
 int pmc_status_parse(const char *params, struct pmc_status *s)
 {
 	char ram[32], route[16], mode[16], health[64], extra[2];
-	unsigned long long int v[19], w[12];
+	unsigned long long int v[19], w[13];
 	char *end;
 	int n;
 
@@ -31,14 +31,14 @@ int pmc_status_parse(const char *params, struct pmc_status *s)
 	n = sscanf(params,
 		   "%llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu "
 		   "%llu %llu %llu %llu %llu %llu %llu %31s %15s %15s "
-		   "%llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %63s %1s",
+		   "%llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %63s %1s",
 		   &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8],
 		   &v[9], &v[10], &v[11], &v[12], &v[13], &v[14], &v[15], &v[16],
 		   &v[17], &v[18], ram, route, mode,
 		   &w[0], &w[1], &w[2], &w[3], &w[4], &w[5], &w[6], &w[7], &w[8],
-		   &w[9], &w[10], &w[11], health, extra);
-	/* Exactly 35 fields: a changed layout must fail, not misparse. */
-	if (n != 35 || strspn(health, "abcdefghijklmnopqrstuvwxyz_,") != strlen(health))
+		   &w[9], &w[10], &w[11], &w[12], health, extra);
+	/* Exactly 36 fields: a changed layout must fail, not misparse. */
+	if (n != 36 || strspn(health, "abcdefghijklmnopqrstuvwxyz_,") != strlen(health))
 		return -1;
 	snprintf(s->health, sizeof(s->health), "%s", health);
 	s->wb_rate = w[0];
@@ -53,6 +53,7 @@ int pmc_status_parse(const char *params, struct pmc_status *s)
 	s->bad_slots = w[9];
 	s->mirror_reads = w[10];
 	s->resync_left = w[11];
+	s->crc_errors = w[12];
 	s->blocks = v[0];
 	s->dirty = v[1];
 	s->free = v[2];
@@ -163,6 +164,7 @@ json_object *pmc_status_json(const char *name, const char *dm_uuid,
 	ADD(j, "bad_slots", U64(s->bad_slots));
 	ADD(j, "mirror_reads", U64(s->mirror_reads));
 	ADD(j, "resync_left", U64(s->resync_left));
+	ADD(j, "crc_errors", U64(s->crc_errors));
 	ADD(j, "mode", json_object_new_string(s->cleaner ? "cleaner" : "normal"));
 	ADD(j, "health", json_object_new_string(s->health));
 	return j;

@@ -30,6 +30,7 @@ struct pmc_status {
 	uint64_t bad_slots;
 	uint64_t mirror_reads;	/* media error on one half, read from the other */
 	uint64_t resync_left;	/* blocks a mirror's online copy has yet to look at */
+	uint64_t crc_errors;	/* data_crc: copies whose data did not match */
 	char health[64];	/* "ok" or conditions, comma separated */
 };
 

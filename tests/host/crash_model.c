@@ -194,6 +194,13 @@ static size_t img_size;		/* a crash image: pmem_size, or both halves */
  * that a mutant counts as caught only by a lost, stale or garbage write.
  */
 static int data_only;
+/*
+ * --data-crc: every cache is formatted with PMC_FEATURE_DATA_CRC, and after
+ * every recovery each live record's data must match its data_crc (a good
+ * block that reads as corrupt is as lost as a stale one).
+ */
+static u64 features;
+static u64 n_crc_checked;
 static u32 images_per_snapshot = 3;
 static u32 snapshot_store_pct = 8;
 static u32 media_err_permille = 10;	/* transient pmem read errors */
@@ -1169,7 +1176,7 @@ static void write_started(struct fill_ctx *c, int past)
 }
 
 /* io.c pmc_fill_from_bio(): memcpy_flushcache of the bio's sectors */
-static int fill_cb(void *ctx, u8 *kaddr)
+static int fill_cb(void *ctx, u8 *kaddr, u32 *sector_crc)
 {
 	struct fill_ctx *c = ctx;
 	u8 buf[PMC_SECTOR_SIZE];
@@ -1180,6 +1187,8 @@ static int fill_cb(void *ctx, u8 *kaddr)
 		if (!(c->mask & (1U << i)))
 			continue;
 		fill_sector(buf, c->id, (u32)(c->oblock * SPB + i));
+		if (sector_crc)
+			sector_crc[i] = pmc_sector_crc(buf);
 		/* SITE: data flush of a write, io.c */
 		pmc_meta_store(&E.m, kaddr + i * PMC_SECTOR_SIZE, buf,
 			       sizeof(buf), PMC_P_DATA);
@@ -1425,6 +1434,10 @@ static int read_copy(void *ctx, u32 slot, u32 have)
 				  "running read: not the newest write", s, got,
 				  "no crash");
 	}
+	/* data_crc: what the module checks of every copy it reads */
+	if (E.m.data_crc && pmc_meta_check_data(&E.m, E.m.base, slot) == -EBADMSG)
+		violation("running read: data crc mismatch",
+			  (u32)rc->oblock * SPB, -1, "no crash");
 	return 0;
 }
 
@@ -1995,7 +2008,7 @@ static u32 target_block(void)
 }
 
 /* mirror.c pmc_heal_fill(): the block's good copy, sector by sector. */
-static int heal_fill_cb(void *ctx, u8 *kaddr)
+static int heal_fill_cb(void *ctx, u8 *kaddr, u32 *sector_crc)
 {
 	const u8 *old = pmc_meta_data(&E.m, *(u32 *)ctx);
 	u8 buf[PMC_SECTOR_SIZE];
@@ -2004,8 +2017,8 @@ static int heal_fill_cb(void *ctx, u8 *kaddr)
 	for (i = 0; i < SPB; i++) {
 		if (pmc_pmem_read(buf, old + i * PMC_SECTOR_SIZE, sizeof(buf)))
 			return -EIO;
-		pmc_meta_store(&E.m, kaddr + i * PMC_SECTOR_SIZE, buf,
-			       sizeof(buf), PMC_P_DATA);
+		pmc_meta_store_sector(&E.m, kaddr + i * PMC_SECTOR_SIZE, buf,
+				      sector_crc ? &sector_crc[i] : NULL);
 	}
 	return 0;
 }
@@ -2413,6 +2426,28 @@ static int check_clean(struct pmc_meta *m, struct pmc_index *idx,
 	return bad;
 }
 
+/* --data-crc: every live block's data matches its record's data_crc. */
+static int check_data_crc(struct pmc_meta *m, struct pmc_index *idx,
+			  const char *ctx)
+{
+	u64 i;
+
+	if (!m->data_crc)
+		return 0;
+	for (i = 0; i < m->n_blocks; i++) {
+		if (!(pmc_slot_flags(idx->slot[i]) & PMC_SF_USED))
+			continue;
+		n_crc_checked++;
+		/* a media error of the model is no verdict on the crc */
+		if (pmc_meta_check_data(m, m->base, (u32)i) == -EBADMSG) {
+			violation("data crc mismatch", (u32)pmc_slot_oblock(idx->slot[i]) * SPB,
+				  -1, ctx);
+			return 1;
+		}
+	}
+	return 0;
+}
+
 #define MAX_DEPTH 3	/* a crash, then crashes in the recoveries after it */
 static struct pmodel rm_pool[MAX_DEPTH];
 static u8 *img_pool[MAX_DEPTH + 1];
@@ -2452,6 +2487,8 @@ static int recover_checked(struct pmc_meta *m, struct pmc_index *idx,
 	if (used + idx->n_free != m->n_blocks)
 		return fail(ctx, "index inconsistent%.0ld%s", 0, NULL);
 	if (check_state(m, idx, org, ctx))
+		return 1;
+	if (check_data_crc(m, idx, ctx))
 		return 1;
 	return check_clean(m, idx, org, ctx);
 }
@@ -2960,12 +2997,13 @@ static void world_reset(void)
 		};
 
 		r = pmc_meta_format_pair(&E.m, h[0].base, h[1].base, pmem_size,
-					 BS, &oid);
+					 BS, &oid, features);
 		pmc_mirror_resync_begin(&h[0], &h[1], E.m.cache_uuid);
 		pmc_mirror_resync_end(&h[0], &h[1]);
 	} else {
 		/* one device's cache; mirrored: a blank second half to copy to */
-		r = pmc_meta_format(&E.m, E.pm.vol, pmem_size, BS, &oid);
+		r = pmc_meta_format_pair(&E.m, E.pm.vol, NULL, pmem_size, BS,
+					 &oid, features);
 	}
 	assert(!r);
 	pm_load(&E.pm, E.pm.vol);
@@ -3256,7 +3294,7 @@ static void scenario_heal_in_writeback(void)
  * acknowledged write.  The random runs rarely fail a fill halfway and
  * reuse the slot before the healing CPU fences again.
  */
-static int heal_fill_half_then_fail(void *ctx, u8 *kaddr)
+static int heal_fill_half_then_fail(void *ctx, u8 *kaddr, u32 *sector_crc)
 {
 	const u8 *good = pmc_meta_data(&E.m, *(u32 *)ctx);
 	u32 i;
@@ -3708,7 +3746,7 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: crash_model [--ops N] [--seed S] [--writers W] [--images K] [--store-pct P]\n"
 		"                   [--media-errors PERMILLE] [--restarts PERMILLE] [--stop-at-first]\n"
-		"                   [--data-only] [--mirror]\n"
+		"                   [--data-only] [--mirror] [--data-crc]\n"
 		"                   [--format-rounds N]\n"
 		"                   [--break data-fence|record-fence|free-fence|data-flush|record-flush|\n"
 		"                            format-order]\n"
@@ -3757,6 +3795,8 @@ int main(int argc, char **argv)
 			data_only = 1;
 		else if (!strcmp(a, "--mirror"))
 			mirror = 1;
+		else if (!strcmp(a, "--data-crc"))
+			features = PMC_FEATURE_DATA_CRC;
 		else if (!strcmp(a, "--break") && more) {
 			const char *b = argv[++i];
 
@@ -3850,6 +3890,8 @@ int main(int argc, char **argv)
 		       (unsigned long long)n_replaced,
 		       (unsigned long long)n_ran_alone,
 		       (unsigned long long)n_alone_checked);
+	if (features)
+		printf("data_crcs_checked=%llu\n", (unsigned long long)n_crc_checked);
 	printf("crash_states=%llu format_states=%llu bad_states=%llu violations=%llu\n",
 	       (unsigned long long)n_states,
 	       (unsigned long long)n_format_states,

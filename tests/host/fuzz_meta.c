@@ -164,15 +164,19 @@ struct fill_ctx {
 	u8 tag;
 };
 
-static int fill(void *ctx, u8 *kaddr)
+static int fill(void *ctx, u8 *kaddr, u32 *sector_crc)
 {
 	struct fill_ctx *f = ctx;
 	u32 s;
 
 	for (s = 0; s < PMC_MAX_SECTORS_PER_BLOCK; s++)
-		if (f->mask & (1U << s))
+		if (f->mask & (1U << s)) {
 			memset(kaddr + s * PMC_SECTOR_SIZE, pattern(f->tag, s),
 			       PMC_SECTOR_SIZE);
+			/* a fuzzed superblock may have data_crc */
+			if (sector_crc)
+				sector_crc[s] = pmc_sector_crc(kaddr + s * PMC_SECTOR_SIZE);
+		}
 	return 0;
 }
 

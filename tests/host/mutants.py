@@ -28,7 +28,7 @@ crash_model.c: the flush of a bio's data, the REQ_PREFLUSH fence) are mutated th
 test the model's copy, not the module.
 
 usage: mutants.py [--long] [--only TEXT] [--list] [--keep]
-Prints "controls 2, not caught 2", one line per mutant, "durability
+Prints "controls 3, not caught 3", one line per mutant, "durability
 sites N, mutants caught N" and "I/O policy mutants N, caught N".
 Exit status 0 if every mutant of the shared code was caught and the
 negative control (the unmutated sources, the same runs) was not.
@@ -70,6 +70,8 @@ QUICK_RUNS = [["--ops", "3000", "--seed", str(s)] for s in (1, 2, 3, 4, 5)]
 LONG_RUNS = [["--ops", "20000", "--seed", str(s)] for s in (1, 2, 3, 4, 5)]
 MIRROR_QUICK_RUNS = [["--mirror", *r] for r in QUICK_RUNS]
 MIRROR_LONG_RUNS = [["--mirror", *r] for r in LONG_RUNS]
+CRC_QUICK_RUNS = [["--data-crc", *r] for r in QUICK_RUNS]
+CRC_LONG_RUNS = [["--data-crc", *r] for r in LONG_RUNS]
 
 # The protocol bugs the model found, put back one at a time: each must be
 # caught too (file, what, text of the fixed code, text of the old code).
@@ -211,13 +213,25 @@ MIRROR_POLICY = [
      "\t\tpmc_mirror_resync_progress(tgt, next + 1);\t/* R3 */\n"),
 ]
 
+# The data crc of a record (PMC_FEATURE_DATA_CRC), each step turned
+# wrong: a block written well must not read as corrupt after a crash (run
+# with --data-crc, whose check of every live block's crc reports it).
+CRC_POLICY = [
+    ("pmc_meta.c", "the data crc covers the written sectors, not those kept from the older copy",
+     "pmc_meta_block_crc(m, crcs, mask | keep)", "pmc_meta_block_crc(m, crcs, mask)"),
+    ("pmc_meta.c", "the record is written without its data crc",
+     "\tif (crcs)\t/* of the bytes stored: the kept sectors' and the fill's */\n"
+     "\t\tr.data_crc = cpu_to_le32(pmc_meta_block_crc(m, crcs, mask | keep));\n", ""),
+]
+
 # The model's violations that are about the data: a lost, stale or garbage
 # sector after a crash or in a running read, a CLEAN block the origin does
 # not hold, garbage sent to the origin.
 DATA_VIOLATION = re.compile(
     r"^VIOLATION \([^)]*\): (garbage|older value won / write lost|never written|"
     r"running read: |evicted a CLEAN block the origin does not hold|"
-    r"CLEAN block over other origin data|writeback of garbage|write-through of garbage)")
+    r"CLEAN block over other origin data|writeback of garbage|write-through of garbage|"
+    r"data crc mismatch)")
 
 FENCE_RE = re.compile(r"\b(pmc_pmem_fence|pmc_meta_fence)\s*\([^;]*\)")
 STORE_RE = re.compile(r"\b(pmc_pmem_write|pmc_meta_store)\s*\(")
@@ -322,9 +336,9 @@ def policy_sites(table=POLICY, kind="policy"):
 
 
 def mutate(text, lineno, kind):
-    if kind in ("regression", "policy", "mpolicy"):
+    if kind in ("regression", "policy", "mpolicy", "crcpolicy"):
         table = {"regression": REGRESSIONS, "policy": POLICY,
-                 "mpolicy": MIRROR_POLICY}[kind]
+                 "mpolicy": MIRROR_POLICY, "crcpolicy": CRC_POLICY}[kind]
         _, _, fixed, old = table[lineno]
         # one edit (text of the real code, mutated text), or a pair of them
         edits = [(fixed, old)] if isinstance(fixed, str) else [fixed, old]
@@ -482,12 +496,14 @@ def main():
     mgap = [s for s in mshared if any("in %s()" % f in s[3] for f in MIRROR_NOT_MODELLED)]
     mshared = [s for s in mshared if s not in mgap]
     mpolicy = [s for s in policy_sites(MIRROR_POLICY, "mpolicy") if args.only in s[3]]
+    crc = [s for s in policy_sites(CRC_POLICY, "crcpolicy") if args.only in s[3]]
     if args.list:
-        for s in shared + policy + regress + model + mshared + mpolicy:
+        for s in shared + policy + regress + model + mshared + mpolicy + crc:
             print(s[3] + ("  (redundant: %s)" % s[4] if s[4] else ""))
         return 0
     runs = LONG_RUNS if args.long else QUICK_RUNS
     mruns = MIRROR_LONG_RUNS if args.long else MIRROR_QUICK_RUNS
+    cruns = CRC_LONG_RUNS if args.long else CRC_QUICK_RUNS
     tmp = tempfile.mkdtemp(prefix="pmc-mutants-")
     bad = 0
     try:
@@ -500,7 +516,11 @@ def main():
         bad += not mok
         print("%-10s unmutated, with --mirror -- %s" % ("control" if mok else "CAUGHT", why),
               flush=True)
-        print("controls 2, not caught %d" % (ok + mok), flush=True)
+        cok, why = check_control(builder, cruns)
+        bad += not cok
+        print("%-10s unmutated, with --data-crc -- %s" % ("control" if cok else "CAUGHT", why),
+              flush=True)
+        print("controls 3, not caught %d" % (ok + mok + cok), flush=True)
 
         def run_group(sites, runs=runs):
             """Check each mutant of @sites, one line each: how many were caught."""
@@ -526,6 +546,8 @@ def main():
         bad += len(mshared) - mscaught
         mpcaught = run_group(mpolicy, mruns)
         bad += len(mpolicy) - mpcaught
+        ccaught = run_group(crc, cruns)
+        bad += len(crc) - ccaught
         mcaught = mred = 0
         for site in model:
             if site[4] and not args.long:
@@ -557,6 +579,8 @@ def main():
         print("mirror durability sites %d, caught %d, not modelled %d; "
               "mirror copy policy mutants %d, caught %d"
               % (len(mshared), mscaught, len(mgap), len(mpolicy), mpcaught))
+    if crc:
+        print("data crc mutants %d, caught %d" % (len(crc), ccaught))
     if model:
         print("model copies of io.c/writeback.c sites %d, mutants caught %d, "
               "redundant %d" % (len(model), mcaught, mred))

@@ -333,7 +333,7 @@ int pmc_env_through_write(struct pmemcache *pc, struct pmc_thru *t)
 
 /* ---- the benchmark ---------------------------------------------------- */
 
-static int fill(void *ctx, u8 *block)
+static int fill(void *ctx, u8 *block, u32 *sector_crc)
 {
 	pmc_pmem_write(block, ctx, E.m.block_size, PMC_P_DATA);
 	return 0;

@@ -56,7 +56,7 @@ void pmc_random_bytes(void *p, size_t len)
 		*b++ = (u8)rand();
 }
 
-static int fill_byte(void *ctx, u8 *kaddr)
+static int fill_byte(void *ctx, u8 *kaddr, u32 *sector_crc)
 {
 	memset(kaddr, *(u8 *)ctx, BS);
 	return 0;

@@ -53,7 +53,7 @@ _pmemcachectl()
 	create)
 		opts="--origin --cache --block-size --high-watermark --low-watermark
 		      --writeback-jobs --max-age --writeback --flush-on-suspend --cleaner
-		      --format --force --mirror --degraded" ;;
+		      --format --force --mirror --degraded --data-crc" ;;
 	activate)
 		opts="--all --name --wait --dry-run"
 		if [[ $cur != -* ]]; then

@@ -62,7 +62,7 @@ struct fill_ctx {
 	u64 oblock;
 };
 
-static int fill(void *vctx, u8 *kaddr)
+static int fill(void *vctx, u8 *kaddr, u32 *sector_crc)
 {
 	struct fill_ctx *c = vctx;
 	u8 buf[PMC_SECTOR_SIZE];
@@ -72,6 +72,8 @@ static int fill(void *vctx, u8 *kaddr)
 		if (!(c->mask & (1U << s)))
 			continue;
 		pattern(c->seed, c->oblock, s, buf);
+		if (sector_crc)
+			sector_crc[s] = pmc_sector_crc(buf);
 		pmc_pmem_write(kaddr + s * PMC_SECTOR_SIZE, buf, sizeof(buf), PMC_P_DATA);
 	}
 	return 0;
@@ -108,10 +110,11 @@ static u32 do_write(u64 oblock, u32 mask, u32 seed)
 	return slot;
 }
 
-static int fill_nothing(void *ctx, u8 *kaddr)
+static int fill_nothing(void *ctx, u8 *kaddr, u32 *sector_crc)
 {
 	(void)ctx;
 	(void)kaddr;
+	(void)sector_crc;
 	return 0;
 }
 

@@ -29,10 +29,10 @@ static int failures, cases;
 	}								\
 } while (0)
 
-#define STATUS_TAIL " 64 450 48 3 9 2 1 5 4 17 6 8 origin_failing,full"
+#define STATUS_TAIL " 64 450 48 3 9 2 1 5 4 17 6 8 7 origin_failing,full"
 #define STATUS_OK "1000 10 900 90 5 1 7 3 11 0 2 4 6 24576 8 32768 1 0 0 12.1 bounce -" STATUS_TAIL
 
-static void status_parses_all_35_fields(void)
+static void status_parses_all_36_fields(void)
 {
 	struct pmc_status s;
 
@@ -50,7 +50,7 @@ static void status_parses_all_35_fields(void)
 	CHECK(s.wb_full_stripes == 3 && s.wb_flushes == 9);
 	CHECK(s.full_waits == 2 && s.full_around == 1);
 	CHECK(s.full_through == 5 && s.full_timeouts == 4 && s.bad_slots == 17);
-	CHECK(s.mirror_reads == 6 && s.resync_left == 8);
+	CHECK(s.mirror_reads == 6 && s.resync_left == 8 && s.crc_errors == 7);
 	CHECK(!strcmp(s.health, "origin_failing,full"));
 }
 
@@ -61,8 +61,8 @@ static void status_rejects_wrong_field_count(void)
 	CHECK(pmc_status_parse("1000 10 900", &s));
 	CHECK(pmc_status_parse(STATUS_OK " extra", &s));
 	CHECK(pmc_status_parse("", &s));
-	/* the 34 fields of the previous layout */
-	CHECK(pmc_status_parse("1000 10 900 90 5 1 7 3 11 0 2 4 6 24576 8 32768 1 0 0 12.1 bounce - 64 450 48 3 9 2 1 5 4 17 6 ok", &s));
+	/* the 35 fields of the previous layout */
+	CHECK(pmc_status_parse("1000 10 900 90 5 1 7 3 11 0 2 4 6 24576 8 32768 1 0 0 12.1 bounce - 64 450 48 3 9 2 1 5 4 17 6 0 ok", &s));
 }
 
 static void status_rejects_bad_words(void)
@@ -73,14 +73,14 @@ static void status_rejects_bad_words(void)
 	CHECK(pmc_status_parse("1000 10 900 90 5 1 7 3 11 0 2 4 6 24576 8 32768 1 0 0 x bounce -" STATUS_TAIL, &s));
 	CHECK(pmc_status_parse("1000 10 900 90 5 1 7 3 11 0 2 4 6 24576 8 32768 1 0 0 12.1 pfn turbo" STATUS_TAIL, &s));
 	CHECK(pmc_status_parse("1000 10 900 90 5 1 7 3 11 0 2 4 6 24576 8 32768 1 0 0 12.1 pfn - 1 2 x 4 5 6 7", &s));
-	CHECK(pmc_status_parse("1000 10 900 90 5 1 7 3 11 0 2 4 6 24576 8 32768 1 0 0 12.1 bounce - 64 450 48 3 9 2 1 5 4 17 0 0 Bad;", &s));
+	CHECK(pmc_status_parse("1000 10 900 90 5 1 7 3 11 0 2 4 6 24576 8 32768 1 0 0 12.1 bounce - 64 450 48 3 9 2 1 5 4 17 0 0 0 Bad;", &s));
 }
 
 static void status_reads_cleaner_mode(void)
 {
 	struct pmc_status s;
 
-	CHECK(!pmc_status_parse("8 0 8 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 16.0 pfn cleaner 0 3 1 0 0 0 0 0 0 0 0 0 ok", &s));
+	CHECK(!pmc_status_parse("8 0 8 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 16.0 pfn cleaner 0 3 1 0 0 0 0 0 0 0 0 0 0 ok", &s));
 	CHECK(s.cleaner && !strcmp(s.route, "pfn"));
 }
 
@@ -595,7 +595,7 @@ static void health_line_and_names(void)
 int main(void)
 {
 	void (*tests[])(void) = {
-		status_parses_all_35_fields, status_rejects_wrong_field_count,
+		status_parses_all_36_fields, status_rejects_wrong_field_count,
 		status_rejects_bad_words, status_reads_cleaner_mode,
 		table_keeps_features, dm_line_splits, json_schema_is_stable,
 		json_rate_is_null_when_not_measured, numbers_parse_strictly,
