@@ -79,12 +79,6 @@ static int pmc_mirror_read(struct pmemcache *pc, bool scrub, char **error)
 		return 0;
 	}
 	pmc_mirror_decide(h, pc->mirror.degraded_ok, plan);
-	/* a device that is no half of this cache is copied over only blank */
-	if (plan->action == PMC_MIRROR_RESYNC && !h[plan->holder ^ 1].has_info &&
-	    h[plan->holder ^ 1].holds_cache) {
-		*error = "mirror: the other pmem device is not blank and no half of this cache";
-		return -EINVAL;
-	}
 	switch (plan->action) {
 	case PMC_MIRROR_REFUSE:
 		*error = (char *)plan->why;

@@ -35,6 +35,8 @@
 	"both pmem devices hold a cache and neither is a mirror half"
 #define PMC_MIRROR_WHY_NO_INFO \
 	"one half is missing and the other holds no mirror info"
+#define PMC_MIRROR_WHY_NOT_BLANK \
+	"the other pmem device is not blank and no half of this cache"
 
 static u8 *pmc_mirror_slot(const struct pmc_mirror_half *h, u32 slot)
 {
@@ -258,6 +260,10 @@ void pmc_mirror_decide(const struct pmc_mirror_half h[2], bool degraded_ok,
 		/* A single-device cache given a mirror, or a new pair. */
 		plan->why = pmc_mirror_take(plan, PMC_MIRROR_RESYNC,
 					    h[1].holds_cache ? 1 : 0);
+	/* As with one device, only a blank device is copied over. */
+	if (!plan->why && plan->action == PMC_MIRROR_RESYNC &&
+	    !h[plan->holder ^ 1].has_info && h[plan->holder ^ 1].holds_cache)
+		plan->why = PMC_MIRROR_WHY_NOT_BLANK;
 	if (plan->why)
 		plan->action = PMC_MIRROR_REFUSE;
 }

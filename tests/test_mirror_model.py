@@ -76,6 +76,9 @@ MUTANTS = [
      "\t\tts.generation = st.generation;\n\t\tts.flags = 0;\n"
      "\t\tts.resync_pos = 0;\n\t\tpmc_mirror_store(tgt, &ts);\n\t}\n"
      "\tpmc_mirror_store(cur, &st);\n"),
+    ("a device holding another cache copied over",
+     "\t    !h[plan->holder ^ 1].has_info && h[plan->holder ^ 1].holds_cache)\n",
+     "\t    !h[plan->holder ^ 1].has_info && 0)\n"),
     ("an info update not fenced",
      "\tpmc_pmem_fence(PMC_P_MIRROR);\n\n\th->info = *st;\n",
      "\th->info = *st;\n"),

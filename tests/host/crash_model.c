@@ -2589,11 +2589,6 @@ static int mirror_start(u8 *vol, u32 present, bool degraded_ok,
 						 BS, &oid, &w) != -ENODATA;
 	}
 	pmc_mirror_decide(h, degraded_ok, &plan);
-	if (plan.action == PMC_MIRROR_RESYNC && !h[plan.holder ^ 1].has_info &&
-	    h[plan.holder ^ 1].holds_cache) {
-		*why = "the other pmem device is not blank and no half of this cache";
-		return 1;
-	}
 	if (plan.action == PMC_MIRROR_REFUSE) {
 		*why = plan.why;
 		return 1;

@@ -361,6 +361,8 @@ static int check_cases(void)
 		  BLANK, false, PMC_MIRROR_RESYNC, 0 },
 		{ "replacement, partner may hold more", info(UA, UB, 3, 0),
 		  BLANK, false, PMC_MIRROR_REFUSE, 0 },
+		{ "replacement that holds another cache", info(UA, UB, 4, S),
+		  SINGLE, false, PMC_MIRROR_REFUSE, 0 },
 		{ "new pair", BLANK, BLANK, false, PMC_MIRROR_RESYNC, 0 },
 		{ "single cache given a mirror", BLANK, SINGLE, false,
 		  PMC_MIRROR_RESYNC, 1 },
