@@ -10,7 +10,8 @@
 # the fsdax namespace mode), pmc (dm-pmemcache, raw namespace), wc
 # (dm-writecache in pmem mode, fsdax namespace as make bench sets it up),
 # pmc-mutant (dm-pmemcache with /test/mutant.ko loaded in its place, then
-# the real module again: tests/test_cpu_guard.py); wb-pfn, wb-bounce and
+# the real module again: tests/test_cpu_guard.py), pmc-crc (dm-pmemcache
+# formatted with data_crc); wb-pfn, wb-bounce and
 # wb-wc (COUNT new blocks written, then the busy time of their writeback
 # by a flush message: dm-pmemcache's pfn and bounce routes, dm-writecache;
 # OPS ignored; "WB tag=.. blocks=.. drain_busy_ns=.. clean_busy_ns=..");
@@ -104,12 +105,14 @@ measure() {
 	wb*-*) wb "$tag" "$sys" "$count"; return ;;
 	floor-raw) ns_mode raw; dev=/dev/pmem0 first=32768 ;;
 	floor-fsdax) ns_mode fsdax; dev=/dev/pmem0 first=32768 ;;
-	pmc|pmc-mutant)
+	pmc|pmc-mutant|pmc-crc)
 		if [ "$sys" = pmc-mutant ]; then
 			{ rmmod dm_pmemcache && insmod /test/mutant.ko; } || die "insmod mutant"
 		fi
+		feat="1 format"
+		[ "$sys" = pmc-crc ] && feat="2 format data_crc"
 		ns_mode raw; zero_pmem
-		dm_create pc "0 $SZ pmemcache /dev/md0 /dev/pmem0 4096 1 format" || die "create pc"
+		dm_create pc "0 $SZ pmemcache /dev/md0 /dev/pmem0 4096 $feat" || die "create pc"
 		dev=/dev/mapper/pc first=0 ;;
 	wc)
 		ns_mode fsdax; zero_pmem

@@ -66,6 +66,9 @@ OPS = ["null", "new", "overwrite", "read", "read512", "flush", "fua", "discard"]
 SYSTEMS = ["floor-raw", "pmc", "floor-fsdax", "wc"]
 REPEATS = 2
 COUNT = int(os.environ.get("BENCH_CPU_COUNT", "4096"))
+# the cost of data_crc (issue 31): dm-pmemcache with and without it
+CRC_SYSTEMS = ["floor-raw", "pmc", "pmc-crc"]
+CRC_OPS = ["null", "new", "overwrite", "read", "read512", "fua"]
 # writeback: dm-pmemcache's two routes and dm-writecache, to md raid1 over
 # virtio disks
 WB_SYSTEMS = ["wb-pfn", "wb-bounce", "wb-wc", "wbx-pfn", "wbx-bounce", "wbx-wc"]
@@ -81,7 +84,8 @@ OP_NAMES = {
     "discard": "4 KiB discard of a cached block",
 }
 # the floor each system's overhead is taken above
-FLOOR = {"pmc": "floor-raw", "pmc-mutant": "floor-raw", "wc": "floor-fsdax"}
+FLOOR = {"pmc": "floor-raw", "pmc-mutant": "floor-raw", "pmc-crc": "floor-raw",
+         "wc": "floor-fsdax"}
 # issue 33's goals: our overhead / dm-writecache's, and for write+FLUSH
 # the total per op
 GOALS = {"new": ("overhead", 0.8), "read": ("overhead", 0.8),
@@ -238,7 +242,8 @@ def profile(files):
 def run():
     files = build_tool()
     sets = [GUARD_SET, sets_line("bench", SYSTEMS, OPS, COUNT, REPEATS),
-            sets_line("wb", WB_SYSTEMS, ["new"], WB_COUNT, REPEATS)]
+            sets_line("wb", WB_SYSTEMS, ["new"], WB_COUNT, REPEATS),
+            sets_line("crc", CRC_SYSTEMS, CRC_OPS, COUNT, REPEATS)]
     output, wall = boot("cpubench", sets, files)
     r = parse(output)
     r["profile"] = profile(files)
@@ -482,6 +487,44 @@ def profile_section(r):
     return lines
 
 
+def crc_cost(r):
+    """{op: (ours, with data_crc, the difference, its spread)} per op of
+    the "crc" set, in guest instructions (means over the repeats); the
+    spread is the larger of the two systems' (max - min) / min, in %."""
+    c = r["results"].get("crc", {})
+    out = {}
+    for op in CRC_OPS[1:]:
+        plain, crc = c.get("pmc", {}).get(op), c.get("pmc-crc", {}).get(op)
+        a, b = mean_of(plain), mean_of(crc)
+        if a is None or b is None:
+            continue
+        out[op] = (a, b, b - a, max(spread(plain) or 0, spread(crc) or 0))
+    return out
+
+
+def crc_section(r):
+    cost = crc_cost(r)
+    if not cost:
+        return []
+    floor = r["results"]["crc"].get("floor-raw", {})
+    lines = ["## The cost of `data_crc` (issue 31)", "",
+             "The set `crc` of the same boot: dm-pmemcache formatted without and with "
+             "`data_crc` (`4096 2 format data_crc`), on the raw floor, the operations as "
+             "above. With it, a write stores its data a sector at a time through a copy "
+             "whose crc32c is taken (`pmc_meta_store_sector()`), and a read checks the "
+             "block's valid sectors against the record's crc (`pmc_meta_check_data()`: the "
+             "whole block, even for a 512 B read).", "",
+             "| op | floor (raw) | dm-pmemcache | with `data_crc` | difference | overhead "
+             "above the floor, with / without | spread of the repeats |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for op, (a, b, d, sp) in cost.items():
+        f = mean_of(floor.get(op))
+        ratio = (b - f) / (a - f) if f is not None and a - f > 0 else None
+        lines.append("| %s | %s | %s | %s | %+d | %s | %.2f %% |" % (
+            OP_NAMES[op], fmt(f), fmt(a), fmt(b), round(d), fmt(ratio, 2), sp))
+    return lines + [""]
+
+
 def render(r):
     s, res = r["settings"], r["results"]
     b = res.get("bench", {})
@@ -583,6 +626,7 @@ def render(r):
                      " (dirty tree)" if prev.get("dirty") else "", prev["worst_pct"],
                      prev["where"]), ""]
     lines += writeback_section(r)
+    lines += crc_section(r)
     lines += profile_section(r)
     lines += scale_section()
     # the guard's set
