@@ -71,6 +71,8 @@ static const u8 *poison_lo, *poison_hi;	/* reads of this range fail */
 static int violations;
 static bool trace;
 static bool scrub = true;	/* --no-scrub: the start that skips S1 */
+/* a cut that keeps only the newest store to this word (else random) */
+static const u8 *keep_only;
 
 static void cut_now(void)
 {
@@ -78,7 +80,7 @@ static void cut_now(void)
 
 	/* Undo, newest first, the words the cut does not keep. */
 	for (i = n_pending - 1; i >= 0; i--) {
-		bool undo = below(2);
+		bool undo = keep_only ? pending[i].dst != keep_only : below(2);
 
 		if (trace)
 			printf("  cut: word at %p %s\n", (void *)pending[i].dst,
@@ -88,6 +90,7 @@ static void cut_now(void)
 	}
 	n_pending = 0;
 	cut_at = -1;
+	keep_only = NULL;
 	longjmp(cut_jmp, 1);
 }
 
@@ -164,10 +167,53 @@ static void put(struct pmc_mirror_half *h, const struct pmc_mirror_state *st)
 	pmc_mirror_resync_progress(h, st->resync_pos);
 }
 
+/*
+ * The start's S1 and U2 again, from @cut_img (the image U1's cut left),
+ * now with their stores in flight: cut just before U2's fence, keeping of
+ * every word stored since the last fence only the one at @w_off (the word
+ * of U2's slot that U1 lost).  Were S1's zeroes not fenced before U2, the
+ * cut could take them back and U2's word complete U1.  Returns the images
+ * checked (1).
+ */
+static int torn_after_scrub(u8 *area, const u8 *cut_img, u32 w_off,
+			    const struct pmc_mirror_state *u1,
+			    const struct pmc_mirror_state *u2)
+{
+	struct pmc_mirror_half h = { .base = area, .present = true };
+	struct pmc_mirror_half r = { .base = area, .present = true };
+	long total;
+
+	/* a dry run: the stores S1 and U2 make */
+	memcpy(area, cut_img, AREA);
+	n_pending = 0;
+	stores = 0;
+	pmc_mirror_scrub(&h);
+	put(&h, u2);
+	total = stores;
+
+	memcpy(area, cut_img, AREA);
+	memset(&h, 0, sizeof(h));
+	h.base = area;
+	h.present = true;
+	n_pending = 0;
+	stores = 0;
+	cut_at = total - 1;
+	keep_only = area + w_off;
+	if (!setjmp(cut_jmp)) {
+		pmc_mirror_scrub(&h);
+		put(&h, u2);
+		violation("U2 was not cut", "torn");	/* the dry run said otherwise */
+	}
+	if (!pmc_mirror_load(&r) && state_eq(&r.info, u1))
+		violation("an update cut before a start came back with a later cut update "
+			  "(S1's zeroes taken back by the cut)", "torn");
+	return 1;
+}
+
 static int check_torn(void)
 {
 	static u8 area[AREA] __attribute__((aligned(64)));
-	static u8 saved[AREA], updated[AREA];
+	static u8 saved[AREA], updated[AREA], cut_img[AREA];
 	long images = 0;
 	int round, i;
 
@@ -238,7 +284,7 @@ static int check_torn(void)
 	for (round = 0; round < 4 && !violations; round++) {
 		struct pmc_mirror_half h = { .base = area, .present = true };
 		struct pmc_mirror_state st, u1, u2, prior;
-		u32 w, words, mask, word_at[AREA / 8];
+		u32 w, w_off, words, mask, word_at[AREA / 8];
 
 		for (w = 0; w < PMC_MIRROR_INFO_SIZE / 8 && !violations; w++) {
 			memset(area, 0, sizeof(area));
@@ -257,6 +303,8 @@ static int check_torn(void)
 			/* U1 cut: word w of its slot is lost */
 			i = PMC_MIRROR_INFO_OFFSET + h.slot * PMC_MIRROR_INFO_SIZE + w * 8;
 			memcpy(area + i, saved + i, 8);
+			w_off = i;
+			memcpy(cut_img, area, sizeof(area));
 			/* the next start */
 			memset(&h, 0, sizeof(h));
 			h.base = area;
@@ -289,6 +337,7 @@ static int check_torn(void)
 					break;
 				}
 			}
+			images += torn_after_scrub(area, cut_img, w_off, &u1, &u2);
 		}
 	}
 	printf("torn info images %ld, wrong %d\n", images, violations);

@@ -53,8 +53,10 @@ MIRROR_SHARED = ["pmc_resync.c", "pmc_mirror.c"]
 # apart, never called caught.
 MIRROR_NOT_MODELLED = {
     "pmc_mirror_scrub": "S1 guards against two cuts inside updates of one info "
-                        "slot whose words coincide; neither this model nor "
-                        "mirror_check --torn (one update) builds such images",
+                        "slot whose words coincide, which this model does not "
+                        "build; its fence is a mutant of tests/test_mirror_model.py "
+                        "(mirror_check --torn cuts S1 and the next update in flight), "
+                        "its store's flush is not shown",
 }
 CFLAGS = ["-O2", "-g", "-Wall", "-Wextra", "-Wno-unused-parameter",
           "-Wno-sign-compare", "-std=gnu11"]
