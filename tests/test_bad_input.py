@@ -486,7 +486,8 @@ def sb_cases(sb):
         ("sb_size", sb_set(sb, "sb_size", 512), "unknown layout"),
         ("record_size", sb_set(sb, "record_size", 64), "unknown layout"),
         ("records_offset", sb_set(sb, "records_offset", 8192), "unknown layout"),
-        ("features", sb_set(sb, "features", 1), "unsupported features"),
+        # bit 0 is data_crc; any other is unknown
+        ("features", sb_set(sb, "features", 2), "unsupported features"),
         ("block_size", sb_set(sb, "block_size", 2048), "block size differs"),
         ("block_size-odd", sb_set(sb, "block_size", 3000), "block size differs"),
         ("pmem_bytes-big", sb_set(sb, "pmem_bytes", g("pmem_bytes") * 2), "smaller than the cache"),

@@ -298,6 +298,12 @@ static void check_loaded(struct pmc_meta *m, struct pmc_index *idx,
 		fz_assert(!!(f & PMC_SF_DIRTY) ==
 			  (le32_to_cpu(r.state) == PMC_REC_DIRTY));
 		fz_assert(le64_to_cpu(r.seq) <= last);
+		/* data_crc: a block's check ends, whatever its bytes */
+		if (m->data_crc) {
+			int c = pmc_meta_check_data(m, m->base, (u32)i);
+
+			fz_assert(!c || c == -EBADMSG || c == -EIO);
+		}
 		if (f & PMC_SF_DIRTY)
 			dirty++;
 		fz_assert(pmc_index_lookup(idx, pmc_slot_oblock(v)) == i);

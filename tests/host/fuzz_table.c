@@ -138,7 +138,7 @@ static size_t emit(const struct pmc_features *f, char *buf, size_t cap)
 	for (i = 0; i < PMC_NR_TUNABLES; i++)
 		nf += (f->set & BIT(i)) ? 2 : 0;
 	nf += (f->route != PMC_ROUTE_AUTO ? 2 : 0) + f->flush_on_suspend +
-	      f->cleaner + (f->mirror ? 2 : 0);
+	      f->cleaner + (f->mirror ? 2 : 0) + f->data_crc;
 	n = snprintf(buf, cap, "%u", nf);
 	for (i = 0; i < PMC_NR_TUNABLES; i++)
 		if (f->set & BIT(i))
@@ -151,6 +151,8 @@ static size_t emit(const struct pmc_features *f, char *buf, size_t cap)
 		n += snprintf(buf + n, cap - n, " " PMC_OPT_FLUSH_SUSPEND);
 	if (f->cleaner)
 		n += snprintf(buf + n, cap - n, " " PMC_OPT_CLEANER);
+	if (f->data_crc)
+		n += snprintf(buf + n, cap - n, " " PMC_OPT_DATA_CRC);
 	if (f->mirror)
 		n += snprintf(buf + n, cap - n, " " PMC_OPT_MIRROR " %s",
 			      f->mirror);
@@ -211,6 +213,7 @@ int LLVMFuzzerTestOneInput(const u8 *data, size_t size)
 			  g.set == f.set && g.route == f.route &&
 			  g.flush_on_suspend == f.flush_on_suspend &&
 			  g.cleaner == f.cleaner && !g.format && !g.degraded &&
+			  g.data_crc == f.data_crc &&
 			  !g.mirror == !f.mirror &&
 			  (!g.mirror || !strcmp(g.mirror, mirror)));
 		free(mirror);

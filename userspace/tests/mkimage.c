@@ -6,7 +6,8 @@
  * this lives with the tests, not in pmemcachectl.
  *
  * usage: mkimage IMAGE BYTES BLOCK_SIZE ORIGIN_SECTORS none|md:UUID
- *                [--origin FILE] [--apply-to FILE] OP...
+ *                [--origin FILE] [--apply-to FILE] [--data-crc] OP...
+ *   --data-crc                 format with PMC_FEATURE_DATA_CRC
  *   write:OBLOCK:MASK:SEED     acknowledged write of the sectors in MASK (hex)
  *   clean:OBLOCK               write the block back to --origin, mark it CLEAN
  *   crashdup:OBLOCK:MASK:SEED  overwrite, then bring the old record back:
@@ -213,7 +214,10 @@ int main(int argc, char **argv)
 	close(fd);
 	if (pmc_image_open(&im, argv[1], false, false))
 		die(pmc_errmsg);
-	if (pmc_meta_format(&im.meta, im.base, im.pmem_bytes, bs, &oid))
+	for (i = 6; i < argc && strcmp(argv[i], "--data-crc"); i++)
+		;
+	if (pmc_meta_format_pair(&im.meta, im.base, NULL, im.pmem_bytes, bs, &oid,
+				 i < argc ? PMC_FEATURE_DATA_CRC : 0))
 		die("format failed");
 	if (pmc_index_init(&im.idx, im.meta.n_blocks))
 		die("index");
@@ -224,7 +228,9 @@ int main(int argc, char **argv)
 	for (i = 6; i < argc; i++) {
 		char *a = argv[i];
 
-		if (!strcmp(a, "--origin") && i + 1 < argc) {
+		if (!strcmp(a, "--data-crc")) {
+			continue;	/* taken at the format above */
+		} else if (!strcmp(a, "--origin") && i + 1 < argc) {
 			origin_fd = open(argv[++i], O_RDWR);
 			if (origin_fd < 0)
 				die("--origin");
