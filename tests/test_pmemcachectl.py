@@ -568,7 +568,7 @@ def test_windowed_reads_run_clean_under_valgrind(tool, shm_path):
 
 
 STATUS = ("0 2097152 pmemcache 65536 100 65000 436 50 2 10 7 200 0 3 9 0 0 150 614400 0 0 0 "
-          "12.1 bounce - 0 29491 48 2 5 1 0 0 0 3 0 0 ok")
+          "12.1 bounce - 0 29491 48 2 5 1 0 0 0 3 0 0 0 ok")
 TABLE = "0 2097152 pmemcache 9:0 259:0 4096 4 high_watermark 60 low_watermark 40"
 
 STATUS_KEYS = {
@@ -650,7 +650,7 @@ def test_human_status_from_a_captured_line(tool):
 
 # ----------------------------------------- columns through dm_report --
 CAPTURED = ("--status-line", STATUS, "--table-line", TABLE)
-STATUS_BAD = STATUS[:-len(" 3 0 0 ok")] + " 3 0 0 origin_failing,full"
+STATUS_BAD = STATUS[:-len(" 3 0 0 0 ok")] + " 3 0 0 0 origin_failing,full"
 UUID = "PMEMCACHE-01234567-89ab-cdef-0001-0203040506ff"
 
 
