@@ -34,7 +34,7 @@ import pytest
 
 from test_mirror import LONG, MIRROR_PRELUDE, PMEM2_MB, PMEM_MB, build_mutant, use_module
 from test_fs_powercut import wait_for
-from test_target import parse_status, pmemcache_module  # noqa: F401
+from test_target import STATUS_FIELDS, parse_status, pmemcache_module  # noqa: F401
 from test_target_powercut import cut_console
 
 BIG = "--rw=write --bs=64k --size=128m --offset=0"
@@ -42,6 +42,9 @@ MID = "--rw=randwrite --bs=4k --size=4m --offset=160m"
 WM = "high_watermark 100 low_watermark 100"
 # Copied blocks before the cut: past two R3 marks (every 1,024 blocks).
 CUT_AFTER = 3000
+
+# resync_left in `dmsetup status` (awk's field: start, length, "pmemcache" first)
+LEFT_FIELD = 3 + STATUS_FIELDS.index("resync_left") + 1
 
 BOOT1 = MIRROR_PRELUDE + r"""
 pmc_init2
@@ -66,7 +69,7 @@ fio_job mid /dev/mapper/pc %(mid)s
 status 1
 n=$(dmsetup status pc | awk '{print $4}')
 while :; do
-	left=$(dmsetup status pc | awk '{print $(NF - 1)}')
+	left=$(dmsetup status pc | awk '{print $%(left)d}')
 	[ "$left" -gt 0 ] || die "the copy ended before the cut"
 	[ $((n - left)) -lt %(cut_after)d ] || break
 	sleep 1
@@ -116,7 +119,7 @@ def zero(img):
 
 def resync_run(vm):
     """The four boots; returns their results (boot 4's is not checked)."""
-    sub = dict(wm=WM, big=BIG, mid=MID, cut_after=CUT_AFTER)
+    sub = dict(wm=WM, big=BIG, mid=MID, cut_after=CUT_AFTER, left=LEFT_FIELD)
     opts = dict(pmem_size=PMEM_MB, pmem2_size=PMEM2_MB)
     one = vm.run(BOOT1 % sub, timeout=900, **opts)
     assert parse_status(one.value("STATUS1"))["dirty"] >= 32768    # 128 MiB, all dirty
@@ -249,7 +252,7 @@ def test_a_half_lost_during_the_copy(vm, lose):
 # copy at the last R3 mark the old one stored.
 RELOAD_DURING = START_COPY + r"""
 n=$(dmsetup status pc | awk '{print $4}')
-while [ $((n - $(dmsetup status pc | awk '{print $(NF - 1)}'))) -lt 2500 ]; do sleep 1; done
+while [ $((n - $(dmsetup status pc | awk '{print $%(left)d}'))) -lt 2500 ]; do sleep 1; done
 status 1
 dmsetup reload pc --table "0 $sz pmemcache /dev/md0 /dev/pmem0 4096 6 %(wm)s mirror /dev/pmem1" \
 	|| die reload
@@ -266,7 +269,8 @@ dmsetup remove pc
 
 
 def test_a_new_table_during_the_copy_resumes_it(vm):
-    res = vm.run(RELOAD_DURING % dict(wm=WM, job="big", args=BIG, rate=4), pmem_size=PMEM_MB,
+    res = vm.run(RELOAD_DURING % dict(wm=WM, job="big", args=BIG, rate=4, left=LEFT_FIELD),
+                 pmem_size=PMEM_MB,
                  pmem2_size=PMEM2_MB, timeout=900)
     s1, s2 = (parse_status(res.value("STATUS%d" % i)) for i in (1, 2))
     assert "mirror_resync" in s1["health"] and s1["resync_left"] > 0, s1    # precondition
