@@ -39,19 +39,10 @@ pmc_init2
 md_make md0 raid5 4 a
 dm_create pc "$(pmc_table md0 '%(args)s')" || die create
 echo "TABLE=$(dmsetup table pc)"
-i=0
-: > /tmp/a
-while [ $i -lt %(nb)d ]; do
-	printf "PMCDCRC_%%04d" $i > /tmp/blk
-	head -c 4083 /dev/urandom >> /tmp/blk
-	printf '\000' >> /tmp/blk
-	cat /tmp/blk >> /tmp/a
-	i=$((i + 1))
-done
+tagged_blocks PMCDCRC_ %(nb)d /tmp/a
 dd if=/tmp/a of=/dev/mapper/pc bs=4096 oflag=direct conv=fsync 2>/dev/null || die write
 status 1
-strings -t d -n 12 /dev/pmem0 | awk '{ s = $0; sub(/^ *[0-9]+ /, "", s);
-	i = index(s, "PMCDCRC_"); if (i) print $1 + i - 1 }' > /tmp/offs
+tag_offsets PMCDCRC_ /dev/pmem0 > /tmp/offs
 echo "TAGS=$(wc -l < /tmp/offs)"
 # flip: the tag's "_" becomes "!" on half A, written past the cache
 n=0
@@ -203,22 +194,21 @@ def test_no_crc_check_is_caught(vm, tmp_path):
     print("mutant caught (no crc check): " + verdict)
 
 
-@pytest.mark.skipif(not LONG, reason="mutation testing: set PMC_LONG=1")
-def test_no_crc_check_on_one_device_is_caught(vm, tmp_path):
-    use_module(vm, build_mutant(tmp_path, *NO_CHECK, "pmemcache.h"))
-    res = run(vm, SINGLE, SINGLE_BODY)
-    verdict = single_verdict(res)
-    assert verdict, "mutant not caught (no crc check on one device)"
-    print("mutant caught (no crc check, one device): " + verdict)
+# With PMC_LONG=1: (what, the edit, its file, table, body, verdict).
+LONG_MUTANTS = [
+    ("no crc check, one device", NO_CHECK, "pmemcache.h", SINGLE, SINGLE_BODY,
+     single_verdict),
+    # the blocks read from B keep their bad copy on A, which alone fails them
+    ("scrub heals nothing", ("\t\t\tr = pmc_mirror_heal(pc, slot, v, buf);\n", "\t\t\tr = 0;\n"),
+     "scrub.c", MIRRORED, MIRROR_BODY, mirror_verdict),
+]
 
 
 @pytest.mark.skipif(not LONG, reason="mutation testing: set PMC_LONG=1")
-def test_scrub_without_heal_is_caught(vm, tmp_path):
-    """The mutant: scrub finds the bad copies but heals none: the blocks
-    read from B keep their bad copy on A, which alone then fails them."""
-    use_module(vm, build_mutant(tmp_path, "\t\t\tr = pmc_mirror_heal(pc, slot, v, buf);\n",
-                                "\t\t\tr = 0;\n", "scrub.c"))
-    res = run(vm, MIRRORED, MIRROR_BODY)
-    verdict = mirror_verdict(res)
-    assert verdict, "mutant not caught (scrub heals nothing)"
-    print("mutant caught (scrub heals nothing): " + verdict)
+@pytest.mark.parametrize("what,edit,name,args,body,verdict", LONG_MUTANTS,
+                         ids=[m[0].replace(" ", "-") for m in LONG_MUTANTS])
+def test_long_mutant_is_caught(vm, tmp_path, what, edit, name, args, body, verdict):
+    use_module(vm, build_mutant(tmp_path, *edit, name))
+    found = verdict(run(vm, args, body))
+    assert found, "mutant not caught (%s)" % what
+    print("mutant caught (%s): %s" % (what, found))

@@ -40,20 +40,10 @@ SCRIPT = r"""
 pmc_init2
 md_make md0 raid5 4 a
 dm_create pc "$(pmc_table md0 '%(args)s')" || die create
-i=0
-: > /tmp/a
-while [ $i -lt %(nb)d ]; do
-	printf "PMCMEDIA%%04d" $i > /tmp/blk
-	head -c 4083 /dev/urandom >> /tmp/blk
-	printf '\000' >> /tmp/blk
-	cat /tmp/blk >> /tmp/a
-	i=$((i + 1))
-done
+tagged_blocks PMCMEDIA %(nb)d /tmp/a
 dd if=/tmp/a of=/dev/mapper/pc bs=4096 oflag=direct conv=fsync 2>/dev/null || die write
 status 1
-# busybox grep has no -b: the tag's offset is that of its printable run
-strings -t d -n 12 /dev/pmem0 | awk '{ s = $0; sub(/^ *[0-9]+ /, "", s);
-	i = index(s, "PMCMEDIA"); if (i) print $1 + i - 1 }' > /tmp/offs
+tag_offsets PMCMEDIA /dev/pmem0 > /tmp/offs
 echo "TAGS=$(wc -l < /tmp/offs)"
 while read off; do
 	[ $((off %% 4096)) = 0 ] || die "tag at $off"

@@ -97,3 +97,25 @@ klog_summary() {
 	END { out() }' /tmp/k
 	: > /tmp/k
 }
+
+# tagged_blocks TAG N FILE: N blocks of 4 KiB into FILE, block i starting
+# with TAG and i in 4 digits, then random bytes and a NUL (where
+# `strings` stops); tag_offsets TAG DEV then prints the byte offset of
+# each such block on DEV (busybox grep has no -b: the offset of the tag
+# in its printable run).
+tagged_blocks() {
+	i=0
+	: > "$3"
+	while [ $i -lt "$2" ]; do
+		printf "%s%04d" "$1" $i > /tmp/blk
+		head -c $((4096 - ${#1} - 5)) /dev/urandom >> /tmp/blk
+		printf '\000' >> /tmp/blk
+		cat /tmp/blk >> "$3"
+		i=$((i + 1))
+	done
+}
+
+tag_offsets() {
+	strings -t d -n $((${#1} + 4)) "$2" | awk -v t="$1" '{ s = $0;
+		sub(/^ *[0-9]+ /, "", s); i = index(s, t); if (i) print $1 + i - 1 }'
+}
