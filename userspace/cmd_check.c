@@ -449,6 +449,7 @@ int cmd_drain(int argc, char **argv)
 		json_object_object_add(j, "sectors", json_object_new_int64((int64_t)st.sectors));
 		json_object_object_add(j, "bytes", json_object_new_int64((int64_t)st.bytes));
 		json_object_object_add(j, "read_errors", json_object_new_int64((int64_t)st.read_errors));
+		json_object_object_add(j, "crc_errors", json_object_new_int64((int64_t)st.crc_errors));
 		json_object_object_add(j, "marked_clean", json_object_new_int64((int64_t)st.marked_clean));
 		json_object_object_add(j, "superseded", json_object_new_int64((int64_t)src->rs.superseded));
 		json_object_object_add(j, "torn", json_object_new_int64((int64_t)src->rs.torn));

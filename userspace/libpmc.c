@@ -642,6 +642,11 @@ int pmc_image_drain(struct pmc_image *im, struct pmc_dev *origin,
 			st->read_errors++;
 			continue;
 		}
+		/* data_crc: never write back bytes that fail their crc */
+		if (m->data_crc && pmc_meta_check_data(m, m->base, (u32)i)) {
+			st->crc_errors++;
+			continue;
+		}
 		/* Runs of valid sectors; the origin keeps the others. */
 		for (s = 0; s < m->spb; s = e) {
 			if (!(mask & (1U << s))) {
@@ -699,6 +704,10 @@ out:
 	if (!r && st->read_errors) {
 		set_errmsg("%llu dirty blocks could not be read from %s (media errors)",
 			   (unsigned long long)st->read_errors, im->dev.path);
+		r = -EIO;
+	} else if (!r && st->crc_errors) {
+		set_errmsg("%llu dirty blocks fail their data crc on %s: not written (a mirror's other half may hold them)",
+			   (unsigned long long)st->crc_errors, im->dev.path);
 		r = -EIO;
 	}
 	return r;

@@ -115,6 +115,7 @@ struct pmc_drain_stats {
 	u64 sectors;
 	u64 bytes;
 	u64 read_errors;	/* data blocks that could not be read: lost */
+	u64 crc_errors;		/* data_crc: blocks whose data fails it: not written */
 	u64 marked_clean;
 };
 
@@ -123,6 +124,8 @@ struct pmc_drain_stats {
  * @origin, only its valid sectors; fdatasync() the origin; then, with
  * @mark_clean, mark the records CLEAN with the module's own C1 step
  * (pmc_meta_wb_done()) and fence.  @dry_run: count, write nothing.
+ * A block that cannot be read, or whose data fails its data_crc, is not
+ * written and stays dirty: -EIO at the end.
  * Returns 0 or -errno (pmc_errmsg set).
  */
 int pmc_image_drain(struct pmc_image *im, struct pmc_dev *origin,
