@@ -54,9 +54,9 @@ MIRROR_SHARED = ["pmc_resync.c", "pmc_mirror.c"]
 MIRROR_NOT_MODELLED = {
     "pmc_mirror_scrub": "S1 guards against two cuts inside updates of one info "
                         "slot whose words coincide, which this model does not "
-                        "build; its fence is a mutant of tests/test_mirror_model.py "
-                        "(mirror_check --torn cuts S1 and the next update in flight), "
-                        "its store's flush is not shown",
+                        "build; both sites are mutants of tests/test_mirror_model.py, "
+                        "caught there (mirror_check --torn cuts S1 and the next "
+                        "update in flight)",
 }
 CFLAGS = ["-O2", "-g", "-Wall", "-Wextra", "-Wno-unused-parameter",
           "-Wno-sign-compare", "-std=gnu11"]
