@@ -56,10 +56,7 @@ while read off; do
 done < /tmp/offs
 echo "FLIPPED=$(strings -n 12 /dev/pmem0 | grep -c 'PMCDCRC!')"
 readall() {
-	rc=0
-	dd if=/dev/mapper/pc of=/tmp/r bs=4096 count=%(nb)d iflag=direct 2>/dev/null || rc=$?
-	echo "READ_RC_$1=$rc"
-	cmp -s /tmp/a /tmp/r && echo "READ_OK_$1=1"
+	read_back "$1" %(nb)d
 	grep -c 'PMCDCRC!' /tmp/r | sed "s/^/READ_FLIPPED_$1=/"
 }
 scrub() {
@@ -67,11 +64,6 @@ scrub() {
 	out=$(timeout 300 dmsetup message pc 0 scrub) || rc=$?
 	echo "SCRUB_RC=$rc"
 	echo "SCRUB=$out"
-}
-flush() {
-	rc=0
-	timeout 120 dmsetup message pc 0 flush || rc=$?
-	echo "FLUSH_RC=$rc"
 }
 %(body)s
 status 9
@@ -94,19 +86,17 @@ while [ "$(dmsetup status pc | awk '{ print $%(bad_field)d }')" != %(nb)d ] && [
 	n=$((n + 1))
 done
 status 4
-ns=$(basename "$(readlink -f /sys/block/pmem1/device)")
-echo "$ns" > /sys/bus/nd/drivers/nd_pmem/unbind || die unbind
-[ -b /dev/pmem1 ] && die "pmem1 still there"
+unbind_pmem pmem1
 readall a_alone
 status 5
-flush
+flush_pc
 """
 
 SINGLE_BODY = r"""
 readall first
 status 2
 scrub
-flush
+flush_pc
 status 3
 """
 

@@ -52,17 +52,7 @@ done < /tmp/offs
 # adjacent ranges merge: count the sectors listed
 echo "LISTED=$(awk '{ n += $2 } END { print n }' /sys/block/pmem0/badblocks)"
 # readall TAG: every block through the cache, compared
-readall() {
-	rc=0
-	dd if=/dev/mapper/pc of=/tmp/r bs=4096 count=%(nb)d iflag=direct 2>/dev/null || rc=$?
-	echo "READ_RC_$1=$rc"
-	if cmp -s /tmp/a /tmp/r; then echo "READ_OK_$1=1"; fi
-}
-flush() {
-	rc=0
-	timeout 120 dmsetup message pc 0 flush || rc=$?
-	echo "FLUSH_RC=$rc"
-}
+readall() { read_back "$1" %(nb)d; }
 %(body)s
 status 9
 dmsetup remove pc || die remove
@@ -72,7 +62,7 @@ dmesg | grep -c "read from the mirror's other half" | sed 's/^/LINES=/'
 """
 
 FLUSH_FIRST = r"""
-flush
+flush_pc
 status 2
 readall after_flush
 """
@@ -91,12 +81,10 @@ dmesg | grep -q "mirror: healed" && echo HEALED_LINE=1
 status 3
 readall again
 status 4
-ns=$(basename "$(readlink -f /sys/block/pmem1/device)")
-echo "$ns" > /sys/bus/nd/drivers/nd_pmem/unbind || die unbind
-[ -b /dev/pmem1 ] && die "pmem1 still there"
+unbind_pmem pmem1
 readall a_alone
 status 5
-flush
+flush_pc
 """
 
 

@@ -211,8 +211,7 @@ dmsetup mknodes pc
 # the copy runs (resync_rate 1: it takes minutes).
 LOSE_DURING = START_COPY + r"""
 status 0
-ns=$(basename "$(readlink -f /sys/block/%(lose)s/device)")
-echo "$ns" > /sys/bus/nd/drivers/nd_pmem/unbind || die unbind
+unbind_pmem %(lose)s
 sleep 2
 dd if=/dev/mapper/pc of=/dev/null bs=4096 count=1 iflag=direct 2>/dev/null && echo READ_RC=0 || echo READ_RC=1
 sleep 1

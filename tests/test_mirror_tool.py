@@ -101,8 +101,7 @@ md_make md0 raid1 2 a
 pmemcachectl create pc --origin /dev/md0 --cache /dev/pmem0 --mirror /dev/pmem1 %(wm)s \
 	|| die "create --mirror"
 fio_job small /dev/mapper/pc %(job)s
-ns=$(basename "$(readlink -f /sys/block/pmem1/device)")
-echo "$ns" > /sys/bus/nd/drivers/nd_pmem/unbind || die unbind
+unbind_pmem pmem1
 fio_check small /dev/mapper/pc %(job)s
 status 1
 rc=0

@@ -119,3 +119,26 @@ tag_offsets() {
 	strings -t d -n $((${#1} + 4)) "$2" | awk -v t="$1" '{ s = $0;
 		sub(/^ *[0-9]+ /, "", s); i = index(s, t); if (i) print $1 + i - 1 }'
 }
+
+# read_back TAG N: the first N blocks of 4 KiB of /dev/mapper/pc into
+# /tmp/r, compared with /tmp/a: READ_RC_TAG, and READ_OK_TAG=1 if equal
+read_back() {
+	rc=0
+	dd if=/dev/mapper/pc of=/tmp/r bs=4096 count="$2" iflag=direct 2>/dev/null || rc=$?
+	echo "READ_RC_$1=$rc"
+	if cmp -s /tmp/a /tmp/r; then echo "READ_OK_$1=1"; fi
+}
+
+# flush_pc: the flush message to pc (at most 120 s): FLUSH_RC
+flush_pc() {
+	rc=0
+	timeout 120 dmsetup message pc 0 flush || rc=$?
+	echo "FLUSH_RC=$rc"
+}
+
+# unbind_pmem DEV: take pmem disk DEV's namespace away (a dead NVDIMM)
+unbind_pmem() {
+	ns=$(basename "$(readlink -f /sys/block/$1/device)")
+	echo "$ns" > /sys/bus/nd/drivers/nd_pmem/unbind || die "unbind $1"
+	[ ! -b /dev/$1 ] || die "$1 still there"
+}
