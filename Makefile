@@ -28,7 +28,7 @@ PY        := /usr/bin/python3
 PYTEST    := $(PY) -m pytest
 
 .PHONY: all deps kernel module userspace install uninstall image vm test test-long demo \
-	bench bench-cpu bench-mirror bench-check figures clean check-series deb deb-pmemcachectl deb-modules deb-kernel
+	bench bench-cpu bench-mirror bench-fs bench-check figures clean check-series deb deb-pmemcachectl deb-modules deb-kernel
 
 all: kernel module userspace image
 
@@ -186,6 +186,18 @@ bench-mirror:
 	@test -f $(IMAGE) || { echo "no guest image at $(IMAGE): run make image (or make test) first"; exit 1; }
 	@$(MAKE) -s -C $(KSRC) O=$(KBUILD) CC="ccache gcc" M=$(CURDIR)/dm-pmemcache modules
 	@KCACHE=$(KCACHE) KBUILD=$(KBUILD) $(PY) tests/bench/run_mirror_bench.py
+
+# ext4 and XFS on the cache against dm-writecache and the bare array (issue
+# 32): one boot, md raid5 over four disks, one NVDIMM; per round each
+# system, each file system made afresh, fio's small-file fsync load (4
+# jobs of 256 files, 4 KiB writes, an fsync after each). Writes
+# docs/bench/fs.json and docs/bench/fs.md. About 15 minutes. Not part of
+# make bench. Uses the kernel and the guest image that make test built.
+bench-fs:
+	@test -f $(BZIMAGE) || { echo "no kernel at $(BZIMAGE): run make kernel (or make test) first"; exit 1; }
+	@test -f $(IMAGE) || { echo "no guest image at $(IMAGE): run make image (or make test) first"; exit 1; }
+	@$(MAKE) -s -C $(KSRC) O=$(KBUILD) CC="ccache gcc" M=$(CURDIR)/dm-pmemcache modules
+	@KCACHE=$(KCACHE) KBUILD=$(KBUILD) $(PY) tests/bench/run_fs_bench.py
 
 # docs/reliability.md's figures table from the kept runs, docs/figures/*.json
 # (pytest writes one per run: PMC_FIGURES_OUT=docs/figures/NAME.json, or

@@ -271,3 +271,38 @@ def test_mirror_bench_ratios_dram_and_resync_from_guest_lines(tmp_path, monkeypa
     assert re.search(r"\| cost of `data_crc`, guest instructions per op \(`make bench-cpu`, "
                      r"[^|]*\) \| \(stated, no goal\) \| 4 KiB write, new block \+\d+ ", md), md
     assert "The rounds of the QD1 p50 and the QD32 IOPS straddle the goal" in md
+
+
+def fio_json(iops, p50_ns, sync_p50_ns):
+    pct = lambda v: {"50.000000": v, "99.000000": 3 * v, "99.900000": 5 * v}  # noqa: E731
+    return json.dumps({"jobs": [{"error": 0, "write": {
+        "iops": iops, "total_ios": int(iops * 10),
+        "clat_ns": {"mean": p50_ns, "percentile": pct(p50_ns)}},
+        "sync": {"total_ios": int(iops * 10),
+                 "lat_ns": {"mean": sync_p50_ns, "percentile": pct(sync_p50_ns)}}}]})
+
+
+def test_fs_bench_ratios_within_each_round(tmp_path, monkeypatch):
+    """run_fs_bench: medians of the rounds, their spread, and dm-pmemcache's
+    ratios to md and dm-writecache taken round by round, on the page."""
+    import run_fs_bench as fb
+    lines = []
+    for r, (md, pmc, wc) in enumerate([(100, 400, 300), (120, 360, 240)], 1):
+        for sys_, iops in (("md", md), ("pmc", pmc), ("wc", wc)):
+            lines.append("FIOJSON %s-ext4 small %d %s" % (sys_, r, fio_json(iops, 1e6 / iops, 2e3)))
+    runs = fb.parse("\n".join(lines + ["FS sys=md fs=ext4 r=1 fio_rc=0"]))
+    assert sorted(runs) == ["md-ext4", "pmc-ext4", "wc-ext4"]
+    med, ratios = fb.derive(runs)
+    assert med["pmc-ext4"]["iops"]["median"] == 380 and med["md-ext4"]["iops"]["spread"] == 1.2
+    assert ratios["ext4"]["md"]["iops"]["rounds"] == [4.0, 3.0]
+    assert ratios["ext4"]["md"]["iops"]["median"] == 3.5
+    assert ratios["ext4"]["wc"]["iops"]["rounds"] == [400 / 300, 1.5]
+    assert "xfs" not in ratios
+    monkeypatch.setattr(fb, "FS_MD", tmp_path / "fs.md")
+    fb.write_md({"settings": {"date": "2026-12-07 20:00 UTC", "commit": "abc", "boot_s": 600,
+                              "load0": "1 1 1", "load1": "1 1 1", "rt": 15, "repeats": 2,
+                              "nfiles": 256, "fsize_k": 64, "jobs": 4},
+                 "runs": runs, "median": med, "ratios": ratios, "kernel_reports": []})
+    md = (tmp_path / "fs.md").read_text()
+    assert "| dm-pmemcache | 380 |" in md
+    assert "dm-pmemcache / md raid5 alone: IOPS **3.50x** (rounds 4.00x, 3.00x)" in md
