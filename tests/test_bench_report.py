@@ -177,6 +177,7 @@ PAGES = {
     "docs/bench/overload.md": ["tests/bench/run_overload_bench.py", "--report"],
     "docs/bench/scale.md": ["tests/bench/run_scale_bench.py", "--report"],
     "docs/bench/mirror.md": ["tests/bench/run_mirror_bench.py", "--report"],
+    "docs/bench/fs.md": ["tests/bench/run_fs_bench.py", "--report"],
     "docs/benchmarks.md": ["tests/bench/report.py"],
     "docs/bench/cpu.md": ["tests/bench/run_cpu_bench.py", "--report"],
 }
@@ -273,7 +274,7 @@ def test_mirror_bench_ratios_dram_and_resync_from_guest_lines(tmp_path, monkeypa
     assert "The rounds of the QD1 p50 and the QD32 IOPS straddle the goal" in md
 
 
-def fio_json(iops, p50_ns, sync_p50_ns):
+def fs_fio_json(iops, p50_ns, sync_p50_ns):
     pct = lambda v: {"50.000000": v, "99.000000": 3 * v, "99.900000": 5 * v}  # noqa: E731
     return json.dumps({"jobs": [{"error": 0, "write": {
         "iops": iops, "total_ios": int(iops * 10),
@@ -289,7 +290,7 @@ def test_fs_bench_ratios_within_each_round(tmp_path, monkeypatch):
     lines = []
     for r, (md, pmc, wc) in enumerate([(100, 400, 300), (120, 360, 240)], 1):
         for sys_, iops in (("md", md), ("pmc", pmc), ("wc", wc)):
-            lines.append("FIOJSON %s-ext4 small %d %s" % (sys_, r, fio_json(iops, 1e6 / iops, 2e3)))
+            lines.append("FIOJSON %s-ext4 small %d %s" % (sys_, r, fs_fio_json(iops, 1e6 / iops, 2e3)))
     runs = fb.parse("\n".join(lines + ["FS sys=md fs=ext4 r=1 fio_rc=0"]))
     assert sorted(runs) == ["md-ext4", "pmc-ext4", "wc-ext4"]
     med, ratios = fb.derive(runs)

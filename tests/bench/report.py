@@ -334,6 +334,7 @@ def main():
     add("")
     issue15(add)
     issue31(add)
+    issue32(add)
     DOC.write_text("\n".join(md) + "\n")
 
 
@@ -438,7 +439,7 @@ def issue31(add):
         "QD32x4 IOPS %s%s (≥ 0.7); DRAM per cached block %s B mirrored, %s B single "
         "from the MemFree drop, %s B and %s B from the accounted allocators (≤ 16, unchanged); "
         "resync of a full cache to a blank half %s the speed of a raw dd copy of the same "
-        "bytes%s (≥ 0.8); `data_crc` not built yet. In host CPU (robust to a host that "
+        "bytes%s (≥ 0.8); %s. In host CPU (robust to a host that "
         "starves the guest): CPU per write, mirrored / single, QD1 %s and QD32x4 %s; resync "
         "speed / raw copy's per CPU second %s. "
         "Emulated pmem (TCG): ratios of the emulated machine.\n" % (
@@ -451,8 +452,50 @@ def issue31(add):
             x(m.get("systems", {}).get("single", {}).get("memfree_b_per_block"), 1, ""),
             x(m.get("systems", {}).get("mirror", {}).get("accounted_b_per_block"), 1, ""),
             x(m.get("systems", {}).get("single", {}).get("accounted_b_per_block"), 1, ""),
-            x(d.get("resync_ratio")), lo_hi("resync_ratio"), x(d.get("qd1_cpu_per_write")),
+            x(d.get("resync_ratio")), lo_hi("resync_ratio"), crc_cost_text(),
+            x(d.get("qd1_cpu_per_write")),
             x(d.get("qd32_cpu_per_write")), x(d.get("resync_ratio_cpu"))))
+
+
+def crc_cost_text():
+    """data_crc's cost from make bench-cpu's kept run (docs/bench/cpu.json)."""
+    import run_cpu_bench
+    try:
+        r = json.loads(run_cpu_bench.CPU_JSON.read_text())
+    except (OSError, ValueError):
+        return "`data_crc`: no kept run of make bench-cpu"
+    cost = run_cpu_bench.crc_cost(r)
+    if "new" not in cost or "read" not in cost:
+        return "`data_crc`: no kept run of make bench-cpu"
+    return ("`data_crc` costs %+d guest instructions per 4 KiB write and %+d per read hit "
+            "(make bench-cpu, %s, bench/cpu.md)" % (round(cost["new"][2]), round(cost["read"][2]),
+                                                   day(r["settings"]["date"])))
+
+
+def issue32(add):
+    """A short section on the file-system page (make bench-fs)."""
+    try:
+        f = json.loads((OUT / "fs.json").read_text())
+    except (OSError, ValueError):
+        return
+    if not (OUT / "fs.md").exists():
+        return
+    st, ra = f["settings"], f.get("ratios", {})
+
+    def r(fs, other, fig):
+        v = ra.get(fs, {}).get(other, {}).get(fig)
+        return "–" if not v else "%.2fx (rounds %.2fx to %.2fx)" % (
+            v["median"], min(v["rounds"]), max(v["rounds"]))
+    add("## File systems (issue 32)\n")
+    add("- [bench/fs.md](bench/fs.md) (tests/bench/run_fs_bench.py, `make bench-fs`, %s, "
+        "commit %s): ext4 and XFS on md raid5 alone, on dm-pmemcache and on dm-writecache "
+        "(pmem mode) in one boot, %d rounds of fio's small-file fsync load. dm-pmemcache / "
+        "dm-writecache IOPS: ext4 %s, XFS %s; fsync p99: ext4 %s, XFS %s. dm-pmemcache / md "
+        "IOPS: ext4 %s, XFS %s. Emulated pmem and disks (TCG): ratios of the emulated "
+        "machine.\n" % (day(st["date"]), st["commit"], st["repeats"],
+                        r("ext4", "wc", "iops"), r("xfs", "wc", "iops"),
+                        r("ext4", "wc", "sync_p99_us"), r("xfs", "wc", "sync_p99_us"),
+                        r("ext4", "md", "iops"), r("xfs", "md", "iops")))
 
 
 NUMBER = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}
