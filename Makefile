@@ -191,7 +191,7 @@ bench-mirror:
 # 32): one boot, md raid5 over four disks, one NVDIMM; per round each
 # system, each file system made afresh, fio's small-file fsync load (4
 # jobs of 256 files, 4 KiB writes, an fsync after each). Writes
-# docs/bench/fs.json and docs/bench/fs.md. About 15 minutes. Not part of
+# docs/bench/fs.json and docs/bench/fs.md. About 5 minutes. Not part of
 # make bench. Uses the kernel and the guest image that make test built.
 bench-fs:
 	@test -f $(BZIMAGE) || { echo "no kernel at $(BZIMAGE): run make kernel (or make test) first"; exit 1; }
