@@ -136,6 +136,8 @@ int pmc_scrub(struct pmemcache *pc, char *result, unsigned int maxlen)
 	for (i = 0; !r && i < pc->meta.n_blocks; i++) {
 		if (READ_ONCE(pc->suspended))
 			r = -EBUSY;
+		else if (signal_pending(current))
+			r = -EINTR;
 		else
 			r = pmc_scrub_one(pc, i, buf, &n);
 		cond_resched();
