@@ -181,6 +181,13 @@ status 1
 rc=0
 timeout 60 dmsetup message pc 0 flush > /dev/null 2>&1 || rc=$?
 echo "FLUSH_RC=$rc"
+# the flush ends at the first failure (the poisoned block's), maybe before
+# the run of the 7 others is back from md: wait for it (at most 30 s)
+n=0
+while [ "$(dmsetup status pc | awk '{ print $5 }')" != 1 ] && [ $n -lt 30 ]; do
+	sleep 1
+	n=$((n + 1))
+done
 status 2
 dmsetup remove pc
 dd if=/dev/md0 of=/tmp/o bs=4k count=8 iflag=direct 2>/dev/null || die "read md0"
