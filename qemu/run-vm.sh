@@ -225,6 +225,11 @@ if [ "$status" = 137 ]; then
 	echo "run-vm: guest killed after ${timeout}s timeout; console log: $log" >&2
 	exit 124
 fi
+# Any other signal is QEMU's own crash (seen: SIGSEGV under TCG while the
+# guest set up PCI): said in the console log, where tests/vm.py looks.
+if [ "$status" -gt 128 ]; then
+	echo "run-vm: QEMU died of signal $((status - 128))" >> "$log"
+fi
 rc=$(sed -n 's/^@@EXIT \([0-9]*\)@@$/\1/p' "$result" | tail -1)
 # QEMU exits with 1 on its own errors, timeout(1) with 125-127 on its own;
 # isa-debug-exit gives an odd status from 3 (values up to 49 here)

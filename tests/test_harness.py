@@ -125,11 +125,16 @@ ABORT = ("qemu-system-x86_64: ../../hw/pci/msix.c:218: msix_table_mmio_write: As
     ("[    0.39] x\n", "KEY=1\n", False),                             # the script ran
     ("[    0.39] x\n", "", None),                                      # no abort at all
 ])
-def test_only_a_qemu_abort_before_boot_is_booted_again(tmp_path, console, output, again):
+@pytest.mark.parametrize("abort", [ABORT, None])
+def test_only_a_qemu_abort_before_boot_is_booted_again(tmp_path, console, output, again, abort):
+    """QEMU's assertion (its own stderr) or its death by a signal (run-vm.sh's
+    line in the console log) before init: booted again; after it, never."""
     files = BootFiles.of(tmp_path / "t.1.log")
+    if again is not None and abort is None:
+        console += "run-vm: QEMU died of signal 11\n"
     files.console.write_text(console)
     files.out.write_text(output)
-    files.qemu_stderr.write_text(ABORT if again is not None else "")
+    files.qemu_stderr.write_text(abort if again is not None and abort else "")
     assert qemu_aborted_before_boot(files) is bool(again)
 
 
