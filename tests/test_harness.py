@@ -618,3 +618,29 @@ def test_skip_reasons_read_alike_from_this_process_and_from_a_worker():
     import conftest
     for longrepr in (("t.py", 3, "Skipped: no valgrind"), ["t.py", 3, "Skipped: no valgrind"]):
         assert conftest.skip_reason(types.SimpleNamespace(longrepr=longrepr)) == "no valgrind"
+
+
+def test_the_power_cut_oracle_allows_only_a_write_whose_line_was_lost():
+    """A cut can keep write i in pmem and lose its "W i" line (virtio-serial
+    is emptied by QEMU's main loop): expected_sectors() allows that one write
+    after the last acknowledged one, in the shape of a write of the writer
+    (one sector or one whole block), and nothing older or newer."""
+    import test_target_powercut as tp
+    out = "W 1 8 8\nACK 1\nW 2 3 1\nACK 2\n"
+    allowed, nacked = tp.expected_sectors(out)
+    assert nacked == 2 and allowed.unlogged == 3
+    base = {s: 0 for s in range(tp.NBLOCKS * 8)}
+    base.update({s: 1 for s in range(8, 16)})
+    base[3] = 2
+    assert tp.lost_writes(base, allowed) == {}
+    whole = {**base, **{s: 3 for s in range(16, 24)}}
+    assert tp.lost_writes(whole, allowed) == {}
+    assert tp.lost_writes({**base, 40: 3}, allowed) == {}
+    torn = {**base, 16: 3, 17: 3}
+    assert set(tp.lost_writes(torn, allowed)) == {16, 17}
+    assert set(tp.lost_writes({**base, 9: 0}, allowed)) == {9}       # ack 1 lost
+    assert set(tp.lost_writes({**base, 40: 4}, allowed)) == {40}     # never issued
+    # with the write in flight logged, no other write is allowed
+    allowed, _ = tp.expected_sectors(out + "W 3 16 8\n")
+    assert allowed.unlogged is None
+    assert set(tp.lost_writes({**base, 40: 3}, allowed)) == {40}

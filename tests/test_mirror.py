@@ -247,7 +247,7 @@ def read_through(vm, half, allowed, args):
         return 0, {"table": ("refused or failed", res.tail(20))}
     got = read_back(res)
     assert len(got) == NBLOCKS * 8
-    lost = {s: (got[s], sorted(allowed[s])) for s in got if got[s] not in allowed[s]}
+    lost = lost_writes(got, allowed)
     return parse_status(res.value("STATUS2"))["dirty"], lost
 
 
@@ -515,7 +515,7 @@ def section(res, tag, allowed):
     out = res.output.split("BEGIN %s\n" % tag, 1)[1].split("END %s\n" % tag, 1)[0]
     got = read_back(type("R", (), {"output": out}))
     assert len(got) == NBLOCKS * 8, (tag, len(got))
-    return {s: (got[s], sorted(allowed[s])) for s in got if got[s] not in allowed[s]}
+    return lost_writes(got, allowed)
 
 
 def degraded_scenario(vm, seed):

@@ -133,7 +133,7 @@ def lost_half_run(vm, lose, seed=41):
                                               nsec=NBLOCKS * 8),
                  timeout=600, check=False, **nvdimms)
     got = read_back(res) if res.rc == 0 else {}
-    lost = {s: (got[s], sorted(allowed[s])) for s in got if got[s] not in allowed[s]}
+    lost = lost_writes(got, allowed)
     return dict(nacked=nacked, res=res, got=got, lost=lost, line=line)
 
 

@@ -1507,7 +1507,7 @@ def test_vm_drain_after_power_cut_without_module(vm, guest):
     assert res.value("CHECK2_RC") == str(OK)
     got = tp.read_back(res)
     assert len(got) == NBLOCKS * 8
-    lost = {s: (got[s], sorted(allowed[s])) for s in got if got[s] not in allowed[s]}
+    lost = tp.lost_writes(got, allowed)
     print("acknowledged writes: %d, dirty blocks drained: %d, clean: %d"
           % (nacked, d["blocks"], c1["records"]["clean"]))
     assert not lost, lost

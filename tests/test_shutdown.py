@@ -135,7 +135,7 @@ def test_going_down_with_writeback_running(vm, layout, members, down):
                  timeout=900, disk_size=256, pmem_size=64)
     got = tp.read_back(res)
     assert len(got) == NBLOCKS * 8
-    lost = {s: (got[s], sorted(allowed[s])) for s in got if got[s] not in allowed[s]}
+    lost = tp.lost_writes(got, allowed)
     assert not lost, lost
     assert res.value("ORIGIN_SAME") == "1"
     assert parse_status(res.value("STATUS3"))["dirty"] == 0
