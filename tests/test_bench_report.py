@@ -307,3 +307,15 @@ def test_fs_bench_ratios_within_each_round(tmp_path, monkeypatch):
     md = (tmp_path / "fs.md").read_text()
     assert "| dm-pmemcache | 380 |" in md
     assert "dm-pmemcache / md raid5 alone: IOPS **3.50x** (rounds 4.00x, 3.00x)" in md
+
+
+def test_the_cpu_profile_edits_apply_to_the_module_as_it_is():
+    """make bench-cpu's profiling copy (tests/bench/cpu_profile.py) stamps
+    the phases by text edits of the module; when the code under one moved,
+    the page said "No profile this run" (data_crc's new fill() did that).
+    Each edit must apply exactly once to the sources of this tree."""
+    import cpu_profile
+    import vm_mutants
+    src = Path(__file__).resolve().parent.parent / "dm-pmemcache"
+    for name, edits in cpu_profile.EDITS.items():
+        vm_mutants.apply_edits((src / name).read_text(), edits)

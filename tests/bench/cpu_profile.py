@@ -141,8 +141,9 @@ EDITS = {
          "extern u64 pmc_prof_t[32];\n#define PMC_STAMP(i) (pmc_prof_t[i] = rdtsc())\n"),
         ("\t\tkeep = pmc_slot_mask(idx->slot[old]) & ~mask;\n\n\t/* W1:",
          "\t\tkeep = pmc_slot_mask(idx->slot[old]) & ~mask;\n\tPMC_STAMP(5);\n\n\t/* W1:"),
-        ("\tret = fill(ctx, pmc_meta_data(m, new_slot));\n\tif (ret)\n\t\treturn ret;\n",
-         "\tret = fill(ctx, pmc_meta_data(m, new_slot));\n\tif (ret)\n\t\treturn ret;\n\tPMC_STAMP(6);\n"),
+        ("\tret = fill(ctx, pmc_meta_data(m, new_slot), crcs);\n\tif (ret)\n\t\treturn ret;\n",
+         "\tret = fill(ctx, pmc_meta_data(m, new_slot), crcs);\n\tif (ret)\n\t\treturn ret;\n"
+         "\tPMC_STAMP(6);\n"),
         ("\tpmc_cut_point(old == PMC_NO_SLOT ? PMC_CUT_NEW_W2 : PMC_CUT_OVER_W2);\n",
          "\tpmc_cut_point(old == PMC_NO_SLOT ? PMC_CUT_NEW_W2 : PMC_CUT_OVER_W2);\n\tPMC_STAMP(7);\n"),
         ("\tr.csum = cpu_to_le32(pmc_meta_record_csum(m->record_seed, new_slot, &r));\n",
