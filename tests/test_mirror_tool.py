@@ -18,7 +18,9 @@ then, A knowing it ran alone, `activate --all` starts it alone by itself
 the running cache (health mirror_degraded), then bound again and wiped
 (a blank new half); `pmemcachectl replace pc --cache /dev/pmem1` reloads
 the table with B as the mirror again, the resume copies A to it, health
-ok; fio verifies; then B alone (`mirror - degraded`) holds every block.
+ok; fio verifies; then B alone (`mirror - degraded`) holds every block;
+then the pair again, and `detach` clears the superblocks of both halves,
+as `remove` of a new pair does.
 """
 from test_events import tool  # noqa: F401
 from test_mirror import DEGRADED, MIRROR_PRELUDE, PMEM2_MB, PMEM_MB
@@ -126,6 +128,25 @@ dm_create pc "0 $(blockdev --getsz /dev/md0) pmemcache /dev/md0 /dev/pmem1 4096 
 status 3
 fio_check small /dev/mapper/pc %(job)s
 dmsetup remove pc
+# the pair again (A stale: the resume copies B to it); detach clears both
+dm_create pc "0 $(blockdev --getsz /dev/md0) pmemcache /dev/md0 /dev/pmem1 4096 2 mirror \
+	/dev/pmem0" || die "the pair again"
+pmemcachectl detach pc --quiet > /tmp/d || die "detach the pair"
+echo "DETACHED=$(tr '\n' ' ' < /tmp/d)"
+for h in pmem0 pmem1; do
+	cmp -n 4096 /dev/$h /dev/zero > /dev/null && echo "CLEARED=$h"
+done
+fio_check small /dev/mapper/pc %(job)s
+dmsetup remove pc
+# a new pair on the blank halves; remove (flushed first) clears both too
+pmemcachectl create pc2 --origin /dev/md0 --cache /dev/pmem0 --mirror /dev/pmem1 \
+	|| die "create the pair on blank halves"
+dd if=/dev/urandom of=/dev/mapper/pc2 bs=4k count=16 oflag=direct 2>/dev/null || die write
+pmemcachectl remove pc2 > /tmp/d || die "remove the pair"
+echo "REMOVED=$(tr '\n' ' ' < /tmp/d)"
+for h in pmem0 pmem1; do
+	cmp -n 4096 /dev/$h /dev/zero > /dev/null && echo "CLEARED2=$h"
+done
 """
 
 
@@ -139,7 +160,11 @@ def test_replace_a_lost_half_with_a_blank_one(vm, tool):
     assert res.value("TABLE").endswith(" mirror " + res.value("PMEM1")), res.value("TABLE")
     assert s2["health"] == "ok" and s2["dirty"] == s1["dirty"], s2
     assert s3["dirty"] == s1["dirty"], s3
-    assert res.values("VERIFY_OK") == ["small"] * 3
+    assert res.values("VERIFY_OK") == ["small"] * 4
+    # detach of the pair: the superblocks of both halves cleared
+    assert res.values("CLEARED") == ["pmem0", "pmem1"], res.value("DETACHED")
+    assert "superblocks of /dev/pmem1 and /dev/pmem0 are cleared" in res.value("DETACHED")
+    assert res.values("CLEARED2") == ["pmem0", "pmem1"], res.value("REMOVED")
     print("replace: half B lost while running (%d dirty blocks), then back blank: "
           "replace copied A to it, health ok, and B alone holds every block (fio verify)"
           % s1["dirty"])

@@ -1759,6 +1759,9 @@ pmemcachectl set pc full_wait 250 > /dev/null || die "set full_wait"
 exec 3< /dev/mapper/pc
 fio_job data /dev/mapper/pc --rw=write --bs=64k --size=64m --offset=0
 state T0
+# sb TAG: the superblock area, which a failed detach must leave as it was
+sb() { echo "$1_SB=$(dd if=/dev/pmem0 bs=4096 count=1 iflag=direct 2>/dev/null | md5sum)"; }
+sb T0
 origin() {
 	dmsetup load orig --table "0 $N $1" || die "load orig $1"
 	dmsetup suspend orig || die "suspend orig"
@@ -1788,6 +1791,7 @@ for s in %(stages)s; do
 	echo "INJ_${s}_RC=$?"
 	echo "INJ_${s}_ERR=$(tail -1 /tmp/e)"
 	state INJ_$s
+	sb INJ_$s
 	# something dirty again for the next stage
 	dd if=/dev/urandom of=/dev/mapper/pc bs=4k count=16 seek=$((40000 + ${#s} * 16)) \
 		oflag=direct 2> /dev/null
@@ -1833,10 +1837,80 @@ def test_vm_detach_failures_restore_the_cache(vm, guest):
     assert int(res.value("EIO_DIRTY")) > 0
     for s in STAGES:
         restored("INJ_" + s, IO if s == "check" else DM, "injected failure at " + s)
+        # "resume" fails after the superblock was cleared: it is put back
+        assert res.value("INJ_%s_SB" % s) == res.value("T0_SB"), s
     # after all that, the data; then a detach that works, over a dm origin
     assert res.values("VERIFY_OK") == ["data", "data", "data"]
     size = res.value("FINAL_TABLE").split()[1]
     assert res.value("FINAL_TABLE") == "0 %s linear %s 0" % (size, res.value("ORIG_DEV"))
+
+
+# Boot 1: clean blocks in the cache, detach stopped just after the linear
+# table went live (its test hook), new data written to the origin through
+# it; then the host cuts the power.
+DETACH_CUT = r"""
+pmc_init
+md_make md0 raid5 4 a
+pmemcachectl create pc --origin /dev/md0 --cache /dev/pmem0 || die create
+dd if=/dev/urandom of=/tmp/old bs=1M count=1 2>/dev/null
+dd if=/tmp/old of=/dev/mapper/pc bs=1M count=1 oflag=direct 2>/dev/null || die "write old"
+pmemcachectl flush pc > /dev/null || die flush
+echo "CLEAN_BLOCKS=$(dmsetup status pc | awk '{print $4 - $5}')"
+PMEMCACHECTL_DETACH_PAUSE=switched pmemcachectl detach pc > /dev/null 2> /tmp/e &
+n=0
+until grep -q "paused at switched" /tmp/e; do
+	n=$((n + 1)); [ $n -lt 600 ] || die "detach never reached the switch: $(cat /tmp/e)"
+	sleep 0.5
+done
+echo "TABLE=$(dmsetup table pc | awk '{print $3}')"
+dd if=/dev/urandom of=/tmp/new bs=1M count=1 2>/dev/null
+dd if=/tmp/new of=/dev/mapper/pc bs=1M count=1 oflag=direct conv=fsync 2>/dev/null \
+	|| die "write new"
+echo "OLD_SUM=$(md5sum < /tmp/old)"
+echo "NEW_SUM=$(md5sum < /tmp/new)"
+echo CUT_NOW=1
+sleep 3600
+"""
+
+# Boot 2: what activation at boot (the udev rule's command) makes of it.
+DETACH_CUT_BOOT2 = r"""
+insmod /lib/modules/extra/dm-pmemcache.ko || die insmod
+mdadm --assemble --run /dev/md0 /dev/vda /dev/vdb /dev/vdc /dev/vdd 2>&1 || die assemble
+set +e
+pmemcachectl activate --all > /dev/null 2> /tmp/e; echo "ACT_RC=$?"
+set -e
+dev=/dev/md0
+cname=$(dmsetup info -c --noheadings -o name 2>/dev/null | grep -v '^No devices' | head -1)
+[ -n "$cname" ] && dev=/dev/mapper/$cname
+echo "READ_FROM=$dev"
+echo "GOT_SUM=$(dd if=$dev bs=1M count=1 iflag=direct 2>/dev/null | md5sum)"
+"""
+
+
+def test_vm_a_cut_after_detach_switched_serves_no_stale_block(vm, guest):
+    """detach clears the cache's superblock before the linear table goes
+    live: a power cut once the origin was written around the cache must not
+    leave a cache that activation attaches again with its clean, now stale
+    blocks (tests/tool_mutants.py: the superblock cleared after the switch,
+    as before, is caught here)."""
+    proc, log = vm.start(guest.PRELUDE + DETACH_CUT, timeout=900)
+    try:
+        deadline = time.time() + 600
+        while "CUT_NOW=1" not in log.read()[1]:
+            assert proc.poll() is None, log.read()[1][-3000:]
+            assert time.time() < deadline, "no CUT_NOW"
+            time.sleep(0.2)
+    finally:
+        tp.power_cut(vm, proc)
+    out = tp.cut_console(log)
+    vals = dict(re.findall(r"^([A-Z_]+)=(.*)$", out, re.M))
+    assert int(vals["CLEAN_BLOCKS"]) >= 256 and vals["TABLE"] == "linear", vals
+    assert vals["OLD_SUM"] != vals["NEW_SUM"]
+    res = vm.run(guest.PRELUDE + DETACH_CUT_BOOT2, timeout=600)
+    got = res.value("GOT_SUM")
+    if got == vals["OLD_SUM"]:
+        print("STALE_DATA: read the cache's old blocks from %s" % res.value("READ_FROM"))
+    assert got == vals["NEW_SUM"], (res.value("READ_FROM"), res.tail())
 
 
 SET = DETACH_LIB + r"""

@@ -70,6 +70,14 @@ MUTANTS = [
     ("drain: a block failing its data crc is not written", "userspace/libpmc.c",
      [("\t\tif (m->data_crc && pmc_meta_check_data(m, m->base, (u32)i)) {\n",
        "\t\tif (0) {\n")], "fails_its_data_crc", False),
+    ("detach: superblock cleared after the switch", "userspace/cmd_detach.c",
+     [("\t/* 4. Forget the cache before the origin can be written around it. */\n"
+       "\tfor (i = 0;", "\tfor (i = 2;"),
+      ("\tpause_here(d, \"switched\");\n",
+       "\tpause_here(d, \"switched\");\n"
+       "\tfor (i = 0; i < 2 && d->half[i]; i++)\n"
+       "\t\tpmctl_sb_forget(d->half[i]);\n")],
+     "cut_after_detach_switched", True),
     ("create: dirty blocks need --force", "userspace/precheck.c",
      [("im.rs.dirty && !o->force && !o->activate) {", "0) {")], VM_TEST, True),
     ("activate: idempotent", "userspace/cmd_activate.c",

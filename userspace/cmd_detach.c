@@ -14,9 +14,14 @@
  * flush_on_suspend table is made live first (a suspend and resume of its
  * own), and the linear table is loaded after it.
  *
+ * The cache's superblocks are zeroed while the device is suspended, before
+ * the linear table goes live: from the first write that reaches the
+ * origin around the cache its clean blocks are stale, and a power cut
+ * must not leave a cache that activate would attach again.
+ *
  * Any failure, a timeout or a signal puts the device back as it was: the
- * original table (which also means cleaner mode off, unless it was on)
- * live and resumed.
+ * superblocks, the original table (which also means cleaner mode off,
+ * unless it was on) live and resumed.
  */
 #define _DEFAULT_SOURCE
 #define _POSIX_C_SOURCE 200809L
@@ -55,7 +60,11 @@ struct detach {
 	bool sent_cleaner;	/* we turned cleaner mode on by message */
 	bool fos_added;		/* we made a flush_on_suspend table live */
 	const char *fail_at;	/* test hook: PMEMCACHECTL_DETACH_FAIL=<stage> */
+	const char *pause_at;	/* test hook: PMEMCACHECTL_DETACH_PAUSE=<stage> */
 	bool quiet;
+	char *half[2];		/* the cache's devices: one, or a mirror's two */
+	int n_taken;		/* superblocks zeroed, for restore() */
+	uint8_t saved[2][PMCTL_SB_AREA];
 };
 
 /* Test hook: pretend that the step @stage failed. */
@@ -66,6 +75,20 @@ static bool injected(const struct detach *d, const char *stage, char *why,
 		return false;
 	snprintf(why, len, "injected failure at %s (PMEMCACHECTL_DETACH_FAIL)", stage);
 	return true;
+}
+
+/*
+ * Test hook: stop at @stage until killed (a power cut there).  Says so on
+ * stderr first, where the test waits for it.
+ */
+static void pause_here(const struct detach *d, const char *stage)
+{
+	if (!d->pause_at || strcmp(d->pause_at, stage))
+		return;
+	fprintf(stderr, "%s: detach: paused at %s (PMEMCACHECTL_DETACH_PAUSE)\n",
+		d->name, stage);
+	for (;;)
+		pause();
 }
 
 /* The live table's only target: its type and params (malloc'ed), or -1. */
@@ -111,6 +134,22 @@ static bool restore(struct detach *d, char *why, size_t len)
 	if (live_target(d->name, type, sizeof(type), &live)) {
 		snprintf(why, len, "cannot read the table: %s", pmctl_dm_why());
 		return false;
+	}
+	/*
+	 * The superblocks back before a load of the original table reads
+	 * them, and only while no linear table went live: after that the
+	 * cache's blocks may be stale.
+	 */
+	while (d->n_taken && !strcmp(type, PMCTL_TARGET)) {
+		int i = d->n_taken - 1, r = pmctl_sb_put_back(d->half[i], d->saved[i]);
+
+		if (r) {
+			snprintf(why, len, "cannot write back the superblock of %s: %s",
+				 d->half[i], strerror(-r));
+			free(live);
+			return false;
+		}
+		d->n_taken--;
 	}
 	ours = !strcmp(type, PMCTL_TARGET) && d->fos_added && pmctl_table_has_flag(live, FOS);
 	free(live);
@@ -223,18 +262,19 @@ static int wait_clean(struct detach *d, const struct pmctl_sample *s0,
 /*
  * The detached cache is clean, but its blocks go stale as soon as the
  * origin is written without it: a later table without "format" would
- * load them and serve old data.  So pmctl_sb_forget() clears its
- * superblock (probe.c).  The device keeps its DM UUID (the kernel never
+ * load them and serve old data.  So its superblocks are cleared (step 4,
+ * before the switch).  The device keeps its DM UUID (the kernel never
  * changes one): a linear device named PMEMCACHE-<uuid> of a cache that
  * no longer exists, which activate tells apart by its table.
  */
 static int do_detach(struct detach *d, uint32_t timeout)
 {
 	char why[1024], params[TABLE_MAX], tmp[TABLE_MAX], linear[128];
-	char type[64], *live = NULL, *op, *cp = NULL;
+	char type[64], first[64], mirror[64], *live = NULL, *op;
 	struct pmctl_sample s0, s1;
 	struct dm_info info;
-	int r;
+	bool mirrored;
+	int r, i;
 
 	r = pmctl_dm_get(DM_DEVICE_TABLE, d->name, &d->len, &live);
 	if (r)
@@ -246,6 +286,18 @@ static int do_detach(struct detach *d, uint32_t timeout)
 	}
 	snprintf(d->orig, sizeof(d->orig), "%s", live);
 	free(live);
+	/* A mirror's half that is gone ("-", or no device now) has nothing to clear. */
+	mirrored = !pmctl_table_halves(d->orig, first, mirror);
+	d->half[0] = pmctl_devpath(d->t.cache);
+	d->half[1] = mirrored ? pmctl_devpath(mirror) : NULL;
+	if (!d->half[0] && d->half[1]) {
+		d->half[0] = d->half[1];
+		d->half[1] = NULL;
+	}
+	if (!d->half[0]) {
+		err("%s: cannot find the device of the cache %s", d->name, d->t.cache);
+		return EXIT_DEVICE;
+	}
 	if (pmctl_dm_info(d->name, &info) <= 0) {
 		err("%s: cannot query device-mapper: %s", d->name, pmctl_dm_why());
 		return EXIT_DM;
@@ -329,11 +381,23 @@ static int do_detach(struct detach *d, uint32_t timeout)
 			 s1.st.dirty ? "" : ": ", s1.st.dirty ? "" : why);
 		goto out;
 	}
+
+	/* 4. Forget the cache before the origin can be written around it. */
+	for (i = 0; i < 2 && d->half[i]; i++) {
+		r = pmctl_sb_take(d->half[i], d->saved[i]);
+		if (r) {
+			r = fail(d, EXIT_IO, "cannot clear the superblock of %s: %s",
+				 d->half[i], strerror(-r));
+			goto out;
+		}
+		d->n_taken++;
+	}
 	if (injected(d, "resume", why, sizeof(why)) ||
 	    !pmctl_dm_simple(d->name, DM_DEVICE_RESUME, why, sizeof(why)))
 		goto fail_dm;
+	pause_here(d, "switched");
 
-	/* 4. What is live now. */
+	/* 5. What is live now. */
 	if (live_target(d->name, type, sizeof(type), &live) ||
 	    strcmp(type, "linear") || strcmp(live, linear)) {
 		err("%s: after the switch the table is '%s %s', not 'linear %s'",
@@ -345,23 +409,17 @@ static int do_detach(struct detach *d, uint32_t timeout)
 	free(live);
 	printf("%s: detached: linear on %s (%s); the cache %s is no longer used\n",
 	       d->name, op ? op : d->t.origin, d->t.origin, d->t.cache);
-	cp = pmctl_devpath(d->t.cache);
-	r = cp ? pmctl_sb_forget(cp) : -ENOENT;
-	if (r) {
-		err("%s: cannot clear the superblock of %s: %s; its clean blocks are stale "
-		    "from now on: attach it again only with 'pmemcachectl create --format'",
-		    d->name, d->t.cache, strerror(-r));
-		r = EXIT_IO;
-		goto out;
-	}
-	printf("%s: the superblock of %s is cleared: the next create formats it\n",
-	       d->name, cp);
+	if (d->half[1])
+		printf("%s: the superblocks of %s and %s are cleared: the next create formats "
+		       "them\n", d->name, d->half[0], d->half[1]);
+	else
+		printf("%s: the superblock of %s is cleared: the next create formats it\n",
+		       d->name, d->half[0]);
 	r = EXIT_OK;
 	goto out;
 fail_dm:
 	r = fail(d, EXIT_DM, "%s", why);
 out:
-	free(cp);
 	free(op);
 	return r;
 }
@@ -400,6 +458,7 @@ int cmd_detach(int argc, char **argv)
 	}
 	d.name = argv[optind];
 	d.fail_at = getenv("PMEMCACHECTL_DETACH_FAIL");
+	d.pause_at = getenv("PMEMCACHECTL_DETACH_PAUSE");
 	r = pmctl_dm_setup();
 	if (r)
 		return r;
@@ -409,6 +468,8 @@ int cmd_detach(int argc, char **argv)
 	sigaction(SIGTERM, &sa, &old_term);
 	sigaction(SIGHUP, &sa, &old_hup);
 	r = do_detach(&d, timeout);
+	free(d.half[0]);
+	free(d.half[1]);
 	sigaction(SIGINT, &old_int, NULL);
 	sigaction(SIGTERM, &old_term, NULL);
 	sigaction(SIGHUP, &old_hup, NULL);

@@ -219,50 +219,56 @@ int cmd_flush(int argc, char **argv)
  * After the device is gone: a clean cache is forgotten (its blocks go
  * stale as soon as the origin is written alone; the next create formats),
  * a cache with dirty blocks is marked kept-dirty, so that activate never
- * re-attaches it on its own.
+ * re-attaches it on its own.  A mirror's two halves alike (@mirror: the
+ * second, or NULL).
  */
-static int after_remove(const char *name, const char *cache, bool keep)
+static int after_remove(const char *name, const char *cache, const char *mirror, bool keep)
 {
+	const char *half[2] = { cache, mirror };
 	uint64_t dirty = 0;
 	struct pmctl_sb sb;
-	int r;
+	int i, r;
 
-	r = pmctl_sb_read(cache, &sb);
-	if (r || sb.state != PMCTL_SB_CACHE) {
-		err("%s: removed, but the superblock of %s cannot be read: %s", name, cache,
-		    r ? strerror(-r) : "not a valid cache");
-		return EXIT_IO;
-	}
-	r = pmctl_cache_dirty(cache, &dirty);
-	if (r) {
-		err("%s: removed, but the records of %s cannot be read: %s", name, cache,
-		    strerror(-r));
-		return EXIT_IO;
-	}
-	if (!dirty) {
-		r = pmctl_sb_forget(cache);
-		if (r) {
-			err("%s: removed, but the superblock of %s cannot be cleared: %s; its "
-			    "clean blocks are stale once the origin is written: attach it "
-			    "again only with create --format", name, cache, strerror(-r));
+	for (i = 0; i < 2 && half[i]; i++) {
+		r = pmctl_sb_read(half[i], &sb);
+		if (r || sb.state != PMCTL_SB_CACHE) {
+			err("%s: removed, but the superblock of %s cannot be read: %s", name,
+			    half[i], r ? strerror(-r) : "not a valid cache");
 			return EXIT_IO;
 		}
-		printf("%s: removed; %s is clean and its superblock cleared\n", name, cache);
-		return EXIT_OK;
+		r = i ? 0 : pmctl_cache_dirty(cache, &dirty);
+		if (r) {
+			err("%s: removed, but the records of %s cannot be read: %s", name,
+			    cache, strerror(-r));
+			return EXIT_IO;
+		}
+		if (!dirty) {
+			r = pmctl_sb_forget(half[i]);
+			if (r) {
+				err("%s: removed, but the superblock of %s cannot be cleared: %s; "
+				    "its clean blocks are stale once the origin is written: attach "
+				    "it again only with create --format", name, half[i],
+				    strerror(-r));
+				return EXIT_IO;
+			}
+			printf("%s: removed; %s is clean and its superblock cleared\n", name,
+			       half[i]);
+			continue;
+		}
+		if (!keep && !i)	/* written between the flush and the remove */
+			warnx_("%s: %llu blocks became dirty after the flush: kept in %s", name,
+			       (unsigned long long)dirty, cache);
+		r = pmctl_mark_write(half[i], sb.cache_uuid, true, (uint64_t)time(NULL));
+		if (r) {
+			err("%s: removed with %llu dirty blocks kept in %s, but they cannot be "
+			    "marked (%s): activate may re-attach them", name,
+			    (unsigned long long)dirty, half[i], strerror(-r));
+			return EXIT_IO;
+		}
+		printf("%s: removed (%llu dirty blocks kept in %s, marked: only create "
+		       "--force re-attaches them)\n", name, (unsigned long long)dirty, half[i]);
 	}
-	if (!keep)	/* written between the flush and the remove */
-		warnx_("%s: %llu blocks became dirty after the flush: kept in %s", name,
-		       (unsigned long long)dirty, cache);
-	r = pmctl_mark_write(cache, sb.cache_uuid, true, (uint64_t)time(NULL));
-	if (r) {
-		err("%s: removed with %llu dirty blocks kept in %s, but they cannot be "
-		    "marked (%s): activate may re-attach them", name,
-		    (unsigned long long)dirty, cache, strerror(-r));
-		return EXIT_IO;
-	}
-	printf("%s: removed (%llu dirty blocks kept in %s, marked: only create --force "
-	       "re-attaches them)\n", name, (unsigned long long)dirty, cache);
-	return keep ? EXIT_OK : EXIT_IO;
+	return !dirty || keep ? EXIT_OK : EXIT_IO;
 }
 
 int cmd_remove(int argc, char **argv)
@@ -272,7 +278,7 @@ int cmd_remove(int argc, char **argv)
 	struct dm_info info;
 	const char *name;
 	uint64_t len;
-	char *params, *cache;
+	char *params, *cache, *mirror = NULL, first[64], second[64];
 	int r = flush_opts(argc, argv, "remove", &quiet, &keep, &force);
 
 	if (r)
@@ -289,23 +295,25 @@ int cmd_remove(int argc, char **argv)
 		free(params);
 		return EXIT_DM;
 	}
+	/* A mirror's half that is gone ("-", or no device now): nothing to do there. */
+	if (!pmctl_table_halves(params, first, second))
+		mirror = pmctl_devpath(second);
 	free(params);
 	cache = pmctl_devpath(t.cache);
 	if (!cache) {
 		err("%s: the cache device %s has no node", name, t.cache);
-		return EXIT_DEVICE;
+		r = EXIT_DEVICE;
+		goto out;
 	}
 	if (pmctl_dm_info(name, &info) > 0 && info.open_count > 0) {
 		err("%s: device is in use (open count %d)", name, info.open_count);
-		free(cache);
-		return EXIT_DEVICE;
+		r = EXIT_DEVICE;
+		goto out;
 	}
 	if (!keep) {
 		r = do_flush(name, quiet);
-		if (r) {
-			free(cache);
-			return r;	/* not removed: do_flush said why */
-		}
+		if (r)
+			goto out;	/* not removed: do_flush said why */
 	} else {
 		struct pmctl_sample s;
 
@@ -316,12 +324,10 @@ int cmd_remove(int argc, char **argv)
 			       (unsigned long long)s.st.dirty, cache);
 	}
 	r = pmctl_dm_remove(name);
-	if (r) {
-		free(cache);
-		return r;
-	}
-	r = after_remove(name, cache, keep);
+	if (!r)
+		r = after_remove(name, cache, mirror, keep);
+out:
 	free(cache);
+	free(mirror);
 	return r;
 }
-

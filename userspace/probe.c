@@ -354,6 +354,58 @@ int pmctl_sb_forget(const char *path)
 	return r;
 }
 
+/*
+ * Read the superblock area of @path into @get (if not NULL), then write
+ * @put there (zeros if NULL).  Not O_EXCL: the cache's own table may hold
+ * the device (suspended, so nothing writes the area).  O_DIRECT: the
+ * module reads pmem directly, never this device's page cache.
+ */
+_Static_assert(PMCTL_SB_AREA == PMC_SUPER_AREA, "probe.h's copy of the size");
+
+static int sb_area_swap(const char *path, void *get, const void *put)
+{
+	void *buf;
+	int fd, r = 0;
+
+	if (posix_memalign(&buf, PMC_SUPER_AREA, PMC_SUPER_AREA))
+		return -ENOMEM;
+	fd = open(path, O_RDWR | O_DIRECT | O_CLOEXEC);
+	if (fd < 0) {
+		r = -errno;
+		goto out;
+	}
+	errno = 0;
+	if (get) {
+		if (pread(fd, buf, PMC_SUPER_AREA, 0) != PMC_SUPER_AREA)
+			r = errno ? -errno : -EIO;
+		else
+			memcpy(get, buf, PMC_SUPER_AREA);
+	}
+	if (!r) {
+		if (put)
+			memcpy(buf, put, PMC_SUPER_AREA);
+		else
+			memset(buf, 0, PMC_SUPER_AREA);
+		if (pwrite(fd, buf, PMC_SUPER_AREA, 0) != PMC_SUPER_AREA || fsync(fd))
+			r = errno ? -errno : -EIO;
+	}
+	if (close(fd) && !r)
+		r = -errno;
+out:
+	free(buf);
+	return r;
+}
+
+int pmctl_sb_take(const char *path, void *saved)
+{
+	return sb_area_swap(path, saved, NULL);
+}
+
+int pmctl_sb_put_back(const char *path, const void *saved)
+{
+	return sb_area_swap(path, NULL, saved);
+}
+
 bool pmctl_is_partner_of(const struct pmctl_sb *sb, const struct pmctl_blk *b)
 {
 	struct pmctl_sb other;

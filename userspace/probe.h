@@ -84,6 +84,15 @@ int pmctl_cache_dirty(const char *path, uint64_t *dirty);
  * table formats it (docs/dm-pmemcache.rst).  0 or -errno.
  */
 int pmctl_sb_forget(const char *path);
+/* PMC_SUPER_AREA, for files that cannot include the format's header. */
+#define PMCTL_SB_AREA	4096
+/*
+ * Of a cache whose table is live but suspended: keep its superblock area
+ * in @saved (PMCTL_SB_AREA bytes) and zero it, and put it back.  0 or
+ * -errno.
+ */
+int pmctl_sb_take(const char *path, void *saved);
+int pmctl_sb_put_back(const char *path, const void *saved);
 
 void pmctl_uuid_str(const uint8_t u[16], char out[37]);
 /* "PMEMCACHE-<uuid>". */
