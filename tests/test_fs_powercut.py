@@ -56,6 +56,12 @@ Each boot of the chain (one per cut) after the first:
                after writes found the cache full and went around or
                through it since the switch (full_waits and full_around +
                full_through grew), the volatile layer holding writes.
+     detach    over dm volatile, `pmemcachectl detach` of the cache under
+               the mounted file systems once it has evicted and holds
+               dirty blocks: the cut comes 0-3 s after it began or, in
+               half of the cuts, 0-3 s after it ended (the file systems
+               on the origin alone, the cache's superblock cleared: the
+               next boot's table formats it).
 The first boot makes both file systems; the last one only checks.
 
 A failed check prints FS_DAMAGED (tests/vm_mutants.py), which only a
@@ -86,14 +92,14 @@ import vm_mutants
 from vm_mutants import FS_DAMAGED
 
 LONG = os.environ.get("PMC_LONG", os.environ.get("LONG", "0")) not in ("", "0")
-KINDS = ["volatile", "freeze", "trim", "cleaner", "full"]
+KINDS = ["volatile", "freeze", "trim", "cleaner", "full", "detach"]
 if os.environ.get("PMC_FS_KINDS"):
     KINDS = os.environ["PMC_FS_KINDS"].split(",")
-    assert set(KINDS) <= {"volatile", "freeze", "trim", "cleaner", "full"}, KINDS
+    assert set(KINDS) <= {"volatile", "freeze", "trim", "cleaner", "full", "detach"}, KINDS
 # make test: the first three kinds; make test-long: every kind, many times
 SHORT_CUTS, LONG_CUTS = 3, 100
 CUTS = int(os.environ.get("PMC_FS_CUTS", LONG_CUTS if LONG else SHORT_CUTS))
-OVER_VOLATILE = ("volatile", "cleaner", "full")
+OVER_VOLATILE = ("volatile", "cleaner", "full", "detach")
 MUTANT_KO = os.environ.get("PMC_MUTANT_KO")
 FS_IO = REPO / "tests/guest/fs_io"
 
@@ -221,8 +227,9 @@ echo 7 > /proc/sys/kernel/printk
 # Cleaner mode sends every write to the origin, synchronously and with
 # FUA: under TCG an ext4 commit then waits for 24 MiB of such writes on
 # raid5 (fsync in jbd2_log_wait_commit, ext4lazyinit on a buffer) well
-# past the 20 s hung-task bound.  Slow by design, not stuck: 120 s there.
-[ %(kind)s = cleaner ] && echo 120 > /proc/sys/kernel/hung_task_timeout_secs
+# past the 20 s hung-task bound.  Slow by design, not stuck: 120 s there
+# (detach runs in cleaner mode too).
+case %(kind)s in cleaner|detach) echo 120 > /proc/sys/kernel/hung_task_timeout_secs;; esac
 # page cache written out within a second or so, not after 30 s
 echo 100 > /proc/sys/vm/dirty_expire_centisecs
 echo 50 > /proc/sys/vm/dirty_writeback_centisecs
@@ -303,6 +310,15 @@ while true; do
 		: > /tmp/switched
 		echo "SWITCHED $(dmsetup status pc)"
 	fi
+	# detach: taken away online once the cache has evicted and holds
+	# dirty blocks; the linear table that replaces it prints no ST line
+	if [ %(kind)s = detach ] && [ "$ev" -gt 0 ] && [ ! -e /tmp/switched ] &&
+	   [ "$(dmsetup status pc | awk '{print $5}')" -gt 0 ]; then
+		: > /tmp/switched
+		echo "DETACH_START $(dmsetup status pc)"
+		( pmemcachectl detach pc --quiet > /tmp/detach.out 2>&1
+		  echo "DETACH_RC=$? $(tr '\n' ' ' < /tmp/detach.out)" ) &
+	fi
 	# one line (one write): the writers' lines never come in between
 	if [ $VOLATILE = 1 ]; then
 		vol=$(dmsetup status vol)
@@ -366,7 +382,7 @@ def precondition(kind, output, n=None):
         missing.append("no eviction")
     if s["wb_pfn_blocks"] + s["wb_bounce_blocks"] <= 0:
         missing.append("no writeback")
-    if s["dirty"] <= 0 and kind != "cleaner":
+    if s["dirty"] <= 0 and kind not in ("cleaner", "detach"):
         missing.append("no dirty block")
     if s["discards"] <= 0:
         missing.append("no discard (fstrim)")
@@ -400,6 +416,14 @@ def precondition(kind, output, n=None):
                                    s["full_around"] + s["full_through"] <=
                                    s0["full_around"] + s0["full_through"]):
                 missing.append("no write found the cache full since the switch")
+    if kind == "detach":
+        # begun with dirty blocks in the cache and the volatile layer
+        # holding writes; the cut comes during it or after it (cut_moment)
+        m = re.search(r"^DETACH_START (.*)$", upto, re.M)
+        if not m:
+            missing.append("detach not begun")
+        elif parse_status(m.group(1))["dirty"] <= 0:
+            missing.append("no dirty block when the detach began")
     if kind == "trim" and s["write_around"] <= 0:
         missing.append("no write around the cache")
     if kind == "freeze":
@@ -433,6 +457,9 @@ def cut_moment(boot, kind, rng, tries=30):
     number of status samples seen once the last one still shows it."""
     for _ in range(tries):
         wait_for(boot, lambda text: not precondition(kind, text), 600)
+        if kind == "detach" and rng.random() < 0.5:
+            # a cut after the switch: the file systems on the origin alone
+            wait_for(boot, lambda text: "DETACH_RC=" in text, 900)
         time.sleep(rng.random() * 3)
         text = boot.read()[1]
         if not precondition(kind, text):
@@ -544,6 +571,12 @@ def run_chain(vm, tools, rng, cuts, figures):
         # the precondition, asserted on the last sample before the cut
         missing = precondition(kind, out, seen)
         assert not missing, "cut %d (%s) came too early: %s" % (boot, kind, ", ".join(missing))
+        if kind == "detach":
+            m = re.search(r"^DETACH_RC=(\d+)(.*)$", out, re.M)
+            assert not m or m.group(1) == "0", m.group(0)
+            print("cut %d: %s" % (boot, "after the detach ended: " + m.group(2).strip()
+                                  if m else "during the detach"))
+            add_figure(figures, "fs: detach cuts during, after", "%d, %d", not m, bool(m))
         if kind == "freeze":
             m = re.search(r"^SUSPENDED (\S+)", out, re.M)
             assert m and "s" in m.group(1).lower(), out[-3000:]
