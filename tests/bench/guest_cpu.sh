@@ -15,7 +15,9 @@
 # wb-wc (COUNT new blocks written, then the busy time of their writeback
 # by a flush message: dm-pmemcache's pfn and bounce routes, dm-writecache;
 # OPS ignored; "WB tag=.. blocks=.. drain_busy_ns=.. clean_busy_ns=..");
-# wbx-pfn, wbx-bounce, wbx-wc the same on every other block.
+# wbx-pfn, wbx-bounce, wbx-wc the same on every other block; zero
+# (dm-zero: dm core and a target that does nothing) and linear (dm-linear
+# on the raw namespace: dm core, and pmem's own path once more).
 # Origin: md raid1 over two loop devices on tmpfs, so that an operation
 # that reaches the origin (a discard) is guest CPU work too, never host
 # I/O whose completion would land at a host-dependent virtual time.
@@ -118,6 +120,12 @@ measure() {
 		ns_mode fsdax; zero_pmem
 		dm_create wc "0 $SZ writecache p /dev/md0 /dev/pmem0 4096 0" || die "create wc"
 		dev=/dev/mapper/wc first=0 ;;
+	zero) dm_create dz "0 $SZ zero" || die "create zero"; dev=/dev/mapper/dz first=0 ;;
+	linear)
+		ns_mode raw
+		dm_create dl "0 $(blockdev --getsz /dev/pmem0) linear /dev/pmem0 0" ||
+			die "create linear"
+		dev=/dev/mapper/dl first=32768 ;;
 	*) die "no system $sys" ;;
 	esac
 	echo "PROGRESS $tag: $dev, $count blocks: $ops"
@@ -126,6 +134,8 @@ measure() {
 	case $sys in
 	pmc*) echo "STATUS tag=$tag $(dmsetup status pc | tr ' ' ,)"; dmsetup remove pc ;;
 	wc) echo "STATUS tag=$tag $(dmsetup status wc | tr ' ' ,)"; dmsetup remove wc ;;
+	zero) dmsetup remove dz ;;
+	linear) dmsetup remove dl ;;
 	esac
 	if [ "$sys" = pmc-mutant ]; then
 		{ rmmod dm_pmemcache && insmod /lib/modules/extra/dm-pmemcache.ko; } || die "insmod again"
