@@ -62,6 +62,13 @@ Each boot of the chain (one per cut) after the first:
                half of the cuts, 0-3 s after it ended (the file systems
                on the origin alone, the cache's superblock cleared: the
                next boot's table formats it).
+     window    over dm volatile, the hooked build of the module
+               (test_window_cuts.py, PMC_CUT_HOOKS): 10 s after the cache
+               first evicted with dirty blocks, one point of WINDOW_POINTS
+               is armed (seeded, and its hit from CUT_AFTER), and the
+               guest cuts its own power there; the cut must have come at
+               that point and hit, and the last sample before it must
+               show the conditions above.
 The first boot makes both file systems; the last one only checks.
 
 A failed check prints FS_DAMAGED (tests/vm_mutants.py), which only a
@@ -87,19 +94,26 @@ from test_durability import AROUND_UNFLUSHED, VOL_FIELDS, around_unflushed
 from test_durability import guest_tools  # noqa: F401 (fixture: dm-volatile.ko)
 from test_target import PRELUDE, parse_status, pmemcache_module  # noqa: F401
 from test_target_powercut import power_cut
+from test_window_cuts import CUT_AFTER, assert_cut_at, cut_ko  # noqa: F401 (fixture)
 from vm import REPO, GuestRun, add_figure, build, check_reports
 import vm_mutants
 from vm_mutants import FS_DAMAGED
 
 LONG = os.environ.get("PMC_LONG", os.environ.get("LONG", "0")) not in ("", "0")
-KINDS = ["volatile", "freeze", "trim", "cleaner", "full", "detach"]
+KINDS = ["volatile", "freeze", "trim", "cleaner", "full", "detach", "window"]
 if os.environ.get("PMC_FS_KINDS"):
     KINDS = os.environ["PMC_FS_KINDS"].split(",")
-    assert set(KINDS) <= {"volatile", "freeze", "trim", "cleaner", "full", "detach"}, KINDS
+    assert set(KINDS) <= {"volatile", "freeze", "trim", "cleaner", "full", "detach",
+                          "window"}, KINDS
 # make test: the first three kinds; make test-long: every kind, many times
 SHORT_CUTS, LONG_CUTS = 3, 100
 CUTS = int(os.environ.get("PMC_FS_CUTS", LONG_CUTS if LONG else SHORT_CUTS))
-OVER_VOLATILE = ("volatile", "cleaner", "full", "detach")
+OVER_VOLATILE = ("volatile", "cleaner", "full", "detach", "window")
+# window: the points of the write path a file system's load reaches
+# (write-through needs cleaner mode, recovery an insmod parameter)
+WINDOW_POINTS = ("new_w3", "over_w4", "over_w6", "evict_e1", "discard_d1", "wb_flushed",
+                 "wb_c1")
+CUT_KO = "/test/dm-pmemcache-cut.ko"
 MUTANT_KO = os.environ.get("PMC_MUTANT_KO")
 FS_IO = REPO / "tests/guest/fs_io"
 
@@ -310,14 +324,30 @@ while true; do
 		: > /tmp/switched
 		echo "SWITCHED $(dmsetup status pc)"
 	fi
-	# detach: taken away online once the cache has evicted and holds
-	# dirty blocks; the linear table that replaces it prints no ST line
+	# the cache holds dirty blocks, has written back and seen discards
+	# (status fields dirty, discards, wb_pfn_blocks + wb_bounce_blocks)
+	busy=$(dmsetup status pc | awk '$3 == "pmemcache" && $5 > 0 && $14 > 0 && $16 + $18 > 0 {print 1}')
+	# detach: taken away online once the cache has evicted and is busy;
+	# the linear table that replaces it prints no ST line
 	if [ %(kind)s = detach ] && [ "$ev" -gt 0 ] && [ ! -e /tmp/switched ] &&
-	   [ "$(dmsetup status pc | awk '{print $5}')" -gt 0 ]; then
+	   [ "$busy" = 1 ]; then
 		: > /tmp/switched
 		echo "DETACH_START $(dmsetup status pc)"
 		( pmemcachectl detach pc --quiet > /tmp/detach.out 2>&1
 		  echo "DETACH_RC=$? $(tr '\n' ' ' < /tmp/detach.out)" ) &
+	fi
+	# window: a point of the hooked build armed 10 s after the cache
+	# first evicted and was busy; its N-th hit cuts the power
+	if [ %(kind)s = window ] && [ "$ev" -gt 0 ] && [ ! -e /tmp/switched ] &&
+	   [ "$busy" = 1 ]; then
+		win=$((${win:-0} + 1))
+		if [ $win -ge 10 ]; then
+			: > /tmp/switched
+			P=/sys/module/dm_pmemcache/parameters
+			echo %(after)d > $P/cut_after
+			echo %(point)s > $P/cut_at || die "cut_at %(point)s"
+			echo "ARMED $(cat $P/cut_at) $(cat $P/cut_after)"
+		fi
 	fi
 	# one line (one write): the writers' lines never come in between
 	if [ $VOLATILE = 1 ]; then
@@ -331,10 +361,11 @@ done
 """
 
 
-def boot_script(boot, kind, ko, seed, files_known):
+def boot_script(boot, kind, ko, seed, files_known, point="none", after=0):
     """The script of boot number @boot (1: make the file systems): check
     the previous cut (if @files_known), then run the workload of @kind
-    (None: the last boot, check only)."""
+    (None: the last boot, check only); a window boot arms @point to cut
+    at its @after-th hit."""
     first = int(boot == 1)
     s = SETUP % dict(ko=ko, first=first, e4=E4_SECTORS, volatile=int(kind in OVER_VOLATILE),
                      vol=VOLATILE, table=TABLE)
@@ -344,7 +375,7 @@ def boot_script(boot, kind, ko, seed, files_known):
         s += WORK % dict(first=first, kind=kind,
                          old=MARKERS[0], mid=MARKERS[1], trim_files=TRIM_FILES,
                          procs=CHURN_PROCS, seed=seed,
-                         seed2=seed + 1, big=BIG_MB, boot=boot)
+                         seed2=seed + 1, big=BIG_MB, boot=boot, point=point, after=after)
     return s
 
 
@@ -378,11 +409,16 @@ def precondition(kind, output, n=None):
     ev, s, vol, end = sts[-1]
     upto = output[:end]        # only the output up to that sample counts
     missing = []
+    start = re.search(r"^DETACH_START (.*)$", upto, re.M)
+    if kind == "detach" and start:
+        # detach's first table swap starts the counters afresh: the
+        # cache's state is the one the detach began with
+        s = parse_status(start.group(1))
     if ev <= 0:
         missing.append("no eviction")
     if s["wb_pfn_blocks"] + s["wb_bounce_blocks"] <= 0:
         missing.append("no writeback")
-    if s["dirty"] <= 0 and kind not in ("cleaner", "detach"):
+    if s["dirty"] <= 0 and kind != "cleaner":
         missing.append("no dirty block")
     if s["discards"] <= 0:
         missing.append("no discard (fstrim)")
@@ -416,14 +452,9 @@ def precondition(kind, output, n=None):
                                    s["full_around"] + s["full_through"] <=
                                    s0["full_around"] + s0["full_through"]):
                 missing.append("no write found the cache full since the switch")
-    if kind == "detach":
-        # begun with dirty blocks in the cache and the volatile layer
-        # holding writes; the cut comes during it or after it (cut_moment)
-        m = re.search(r"^DETACH_START (.*)$", upto, re.M)
-        if not m:
-            missing.append("detach not begun")
-        elif parse_status(m.group(1))["dirty"] <= 0:
-            missing.append("no dirty block when the detach began")
+    if kind == "detach" and not start:
+        # the cut comes during it or after it (cut_moment)
+        missing.append("detach not begun")
     if kind == "trim" and s["write_around"] <= 0:
         missing.append("no write around the cache")
     if kind == "freeze":
@@ -509,7 +540,22 @@ def check_results(output, files, tally, after):
     assert not bad, "%s after cut %d:\n%s" % (FS_DAMAGED, after, "\n".join(bad))
 
 
-def run_chain(vm, tools, rng, cuts, figures):
+def wait_cut(proc, boot, seconds):
+    """Until the guest cut its own power (a window boot): QEMU's exit
+    status; fails if the script failed or the point was not reached."""
+    deadline = time.time() + seconds
+    while proc.poll() is None:
+        text = boot.read()[1]
+        if re.search(r"^FAIL:", text, re.M):
+            raise AssertionError("guest stopped:\n" + text[-4000:])
+        if time.time() > deadline:
+            raise AssertionError("the point was not reached in %d s:\n%s"
+                                 % (seconds, text[-4000:]))
+        time.sleep(0.5)
+    return proc.returncode
+
+
+def run_chain(vm, tools, rng, cuts, figures, cut_ko=None):
     ko = "/test/mutant.ko" if MUTANT_KO else "/lib/modules/extra/dm-pmemcache.ko"
     files = list(tools)
     known = {t: [] for t, _, _ in FSES}
@@ -528,26 +574,43 @@ def run_chain(vm, tools, rng, cuts, figures):
             (lists / ("oldx." + t)).write_text(oldx[t])
             extra.append((lists / ("oldx." + t), "/test/oldx.%s" % t))
         check = None if boot == 1 else ("scan" if kinds[boot - 2] == "trim" else "files")
-        script = boot_script(boot, kind, ko, rng.randrange(1, 1 << 30), check)
+        seed = rng.randrange(1, 1 << 30)
+        point, after, boot_files = "none", 0, files + extra
+        if kind == "window":
+            point = rng.choice(WINDOW_POINTS)
+            after = rng.randint(*CUT_AFTER[point])
+            boot_files = boot_files + [(cut_ko, CUT_KO)]
+        script = boot_script(boot, kind, CUT_KO if kind == "window" else ko, seed, check,
+                             point, after)
         t0 = time.time()
         if kind is None:
-            res = vm.run(script, files=files + extra, pmem_size=PMEM_MB, disk_size=DISK_MB,
+            res = vm.run(script, files=boot_files, pmem_size=PMEM_MB, disk_size=DISK_MB,
                          timeout=900, check=False, allow_reports=True)
             out = res.output
         else:
-            proc, log = vm.start(script, files=files + extra, pmem_size=PMEM_MB,
+            proc, log = vm.start(script, files=boot_files, pmem_size=PMEM_MB,
                                  disk_size=DISK_MB, timeout=900)
-            failed = None
+            failed = rc = None
             try:
                 if check:
                     wait_for(log, lambda text: "CHECK_DONE=1" in text, 600)
-                seen = cut_moment(log, kind, rng)
+                if kind == "window":
+                    rc = wait_cut(proc, log, 900)
+                else:
+                    seen = cut_moment(log, kind, rng)
             except AssertionError as e:
                 failed = e
             finally:
                 power_cut(vm, proc)
             res = GuestRun.load(None, log)
             out = res.output
+            if kind == "window" and not failed:
+                # the cut came at the point, and after the precondition
+                # (the guest's ARMED line may not have left it before the cut)
+                assert_cut_at(rc, log, point, after)
+                seen = len(statuses(out))
+                add_figure(figures, "fs: cuts at protocol points", "%d", 1)
+                print("cut %d: at %s, hit %d" % (boot, point, after))
         # the previous cut's checks first: a damaged file system may stop
         # the workload, or the kernel report it (XFS's corruption reports)
         if check and "CHECK_DONE=1" in out:
@@ -595,6 +658,8 @@ def run_chain(vm, tools, rng, cuts, figures):
                 r"^OLDX %s X (\d+) (\d+)$" % t, out, re.M))
             assert kind != "trim" or oldx[t], "no extents of the old data on %s" % t
         ev, s, vol, _ = statuses(out)[seen - 1]
+        if kind == "detach":    # the counters of the cache the detach began with
+            s = parse_status(re.search(r"^DETACH_START (.*)$", out, re.M).group(1))
         print("cut %d/%d (%s): %s logged files, %d evictions, dirty %d, writeback %d, "
               "discards %d, around %d%s; boot %.0f s" % (
                   boot, cuts, kind, "+".join(str(len(new[t])) for t in new), ev, s["dirty"],
@@ -613,9 +678,11 @@ def run_chain(vm, tools, rng, cuts, figures):
     return tally
 
 
-def test_power_cuts_under_ext4_and_xfs(vm, fs_tools, figures):
+def test_power_cuts_under_ext4_and_xfs(vm, fs_tools, figures, request):
     rng = random.Random(int(os.environ.get("PMC_SEED", "3232")))
-    run_chain(vm, fs_tools, rng, CUTS, figures)
+    windows = "window" in [KINDS[c % len(KINDS)] for c in range(CUTS)]
+    run_chain(vm, fs_tools, rng, CUTS, figures,
+              request.getfixturevalue("cut_ko") if windows else None)
 
 
 FS_MUTANT_CUTS = 1

@@ -419,8 +419,12 @@ class VM:
         """Kill QEMU at once: pmem keeps exactly what the guest had stored.
 
         run-vm.sh runs QEMU in its own process group (timeout --foreground),
-        so killing the group kills QEMU itself, not only the script."""
-        os.killpg(proc.pid, signal.SIGKILL)
+        so killing the group kills QEMU itself, not only the script.  A
+        guest that cut its own power has left no group to kill."""
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
         proc.wait()
         # QEMU, a grandchild, can outlive run-vm.sh by a moment and still
         # hold the image locks the next boot needs: wait for the group.
