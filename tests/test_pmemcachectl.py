@@ -1035,6 +1035,20 @@ def test_udev_probe_and_activate_match_an_md_partition_by_its_number(tool, tmp_p
     assert "over %s/md0p1 " % t.dev in p.stdout
 
 
+def test_udev_probe_and_activate_take_a_cache_with_data_crcs(tool, tmp_path):
+    """A cache formatted with data_crc (superblock feature bit 0) is a cache
+    like any other to the tool's superblock reader: the udev rule hides its
+    origin and activate attaches it (the reader refused every feature bit
+    once, so a data_crc cache came back from no reboot)."""
+    t = FakeTree(tmp_path)
+    t.add("md0", "9:0", ORIGIN_SECTORS, md_uuid=MD_UUID)
+    t.pmem("pmem0", "259:0", "--data-crc")
+    assert probe_keys(t.run("udev-probe", "md0"))["PMEMCACHE_ROLE"] == "origin"
+    p = t.run("activate", "--all", "--dry-run")
+    assert p.returncode == OK, p.stderr
+    assert "would create" in p.stdout
+
+
 def test_a_grown_array_is_still_the_origin(tool, tmp_path):
     # mdadm --grow under a live cache: the module caches blocks up to the
     # new end, the superblock keeps the size recorded at format.  udev and

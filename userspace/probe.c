@@ -102,7 +102,8 @@ void pmctl_sb_parse(const void *area, struct pmctl_sb *out)
 	    le32_to_cpu(sb->sb_size) != sizeof(*sb) ||
 	    le32_to_cpu(sb->record_size) != PMC_RECORD_SIZE ||
 	    le64_to_cpu(sb->records_offset) != PMC_RECORDS_OFFSET ||
-	    le64_to_cpu(sb->features) || !(le32_to_cpu(sb->record_seed) & 1) ||
+	    (le64_to_cpu(sb->features) & ~PMC_FEATURES_KNOWN) ||
+	    !(le32_to_cpu(sb->record_seed) & 1) ||
 	    pmc_meta_geometry(le64_to_cpu(sb->pmem_bytes), bs, &n, &off) ||
 	    n != le64_to_cpu(sb->n_blocks) || off != le64_to_cpu(sb->data_offset))
 		return;
