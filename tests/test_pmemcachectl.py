@@ -2002,6 +2002,10 @@ pmc_init
 md_make md0 raid5 4 a
 pmemcachectl create pc --origin /dev/md0 --cache /dev/pmem0 \
 	--high-watermark 100 --low-watermark 100 || die create
+# two tunables changed after create: kept with the cache, as the name
+pmemcachectl set pc full_wait 250 > /dev/null || die "set full_wait"
+pmemcachectl set pc writeback_jobs 8 > /dev/null || die "set writeback_jobs"
+echo "TABLE1=$(dmsetup table pc)"
 echo "UUID1=$(dmsetup info -c --noheadings -o uuid pc)"
 echo "PROBE1=$(pmemcachectl udev-probe pmem0 | tr '\n' ' ')"
 echo "LIST1=$(pmemcachectl list --json | tr -d '\n')"
@@ -2113,14 +2117,19 @@ def test_vm_activate_after_power_off_by_identity(vm, guest):
     assert "dirty blocks for /dev/md0: the origin may have been written since" \
         in r2.value("DIRTY_ERR")
     assert r2.value("DIRTY_DEVS") == "0"
-    # after md: the device, by identity, with its DM UUID and a stable name
+    # after md: the device, by identity, with its DM UUID, the name create
+    # gave it and the tunables create and set gave it (kept on the cache)
     assert r2.value("ACT2_RC") == str(OK), r2.value("ACT2_ERR")
-    name = "pmemcache-" + u[:8]
+    name = "pc"
     assert r2.value("NAME") == name
     assert r2.value("UUID2") == "PMEMCACHE-" + u
     assert "created /dev/mapper/%s" % name in r2.value("ACT2_OUT")
     t2 = r2.value("TABLE2").split()
     assert t2[2:4] == ["pmemcache", "9:0"] and t2[5] == "4096", t2
+    tunables = ("high_watermark 100", "low_watermark 100", "full_wait 250", "writeback_jobs 8")
+    for word in tunables:
+        assert word in r1.value("TABLE1") and word in r2.value("TABLE2"), \
+            (word, r2.value("TABLE2"))
     # idempotent
     assert r2.value("ACT3_RC") == str(OK) and r2.value("ACT3_ERR") == ""
     assert r2.value("ACT3_OUT") == ("/dev/pmem0: cache %s already active as /dev/mapper/%s "

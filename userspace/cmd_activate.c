@@ -193,6 +193,7 @@ static int activate_one(struct activate *a, const struct pmctl_blk *pm,
 	struct pmctl_blk org[4], partner;
 	const char *mirror = NULL;
 	struct create_opts o;
+	struct dm_info info;
 	int n, r;
 
 	pmctl_dm_uuid(sb->cache_uuid, uuid, sizeof(uuid));
@@ -245,10 +246,17 @@ static int activate_one(struct activate *a, const struct pmctl_blk *pm,
 		if (!mirror)
 			return EXIT_NOORIGIN;
 	}
+	/* The name create gave it, unless --name says otherwise or it is taken. */
 	if (a->name)
 		snprintf(name, sizeof(name), "%s", a->name);
+	else if (sb->settings.valid && pmctl_valid_dm_name(sb->settings.name) &&
+		 (a->dry_run || pmctl_dm_info(sb->settings.name, &info) == 0))
+		snprintf(name, sizeof(name), "%s", sb->settings.name);
 	else
 		pmctl_default_name(sb->cache_uuid, name, sizeof(name));
+	if (!a->name && sb->settings.valid && strcmp(name, sb->settings.name))
+		warnx_("%s: cache %s: its name %s is taken: activated as %s", pm->path, cu,
+		       sb->settings.name, name);
 	if (a->dry_run) {
 		printf("%s: would create /dev/mapper/%s over %s (DM UUID %s, block size %u%s%s)\n",
 		       pm->path, name, org[0].path, uuid, sb->block_size,
@@ -263,6 +271,7 @@ static int activate_one(struct activate *a, const struct pmctl_blk *pm,
 	o.block_size = sb->block_size;
 	o.high_wm = o.low_wm = o.wb_jobs = o.max_age = -1;
 	o.activate = true;
+	o.settings = sb->settings.valid ? sb->settings.features : NULL;
 	r = pmctl_create_run(&o);
 	if (r && !refresh_dm(a) && find_active(a, pm, uuid, &d) > 0) {
 		/* Another activate (the other device's udev event) was first. */

@@ -140,6 +140,13 @@ static int build_table(const struct create_opts *o, uint64_t sectors,
 		FEAT(" data_crc");
 		nf++;
 	}
+	if (o->settings && *o->settings) {
+		const char *p;
+
+		FEAT(" %s", o->settings);
+		for (nf++, p = o->settings; (p = strchr(p, ' ')); p++)
+			nf++;
+	}
 #undef FEAT
 	if (nf)
 		n = snprintf(buf, len, "%s %s %u %d%s", o->origin, o->cache,
@@ -286,7 +293,8 @@ int pmctl_create_run(const struct create_opts *o)
 	       !o->mirror ? "" : strcmp(o->mirror, "-") ? " mirrored on " : " alone",
 	       o->mirror && strcmp(o->mirror, "-") ? o->mirror : "",
 	       (unsigned long long)dev.n_blocks, o->block_size);
-	return EXIT_OK;
+	/* activate brings back what it found; create keeps what it made */
+	return o->activate ? EXIT_OK : pmctl_settings_save(o->name);
 }
 
 int cmd_create(int argc, char **argv)

@@ -526,5 +526,10 @@ int cmd_set(int argc, char **argv)
 	else
 		printf("%s: %s%s\n", name, msg,
 		       strcmp(key->name, "stripe_blocks") ? "" : " (from the next resume)");
-	return EXIT_OK;
+	/* Kept with the cache: activate (at boot) loads it again. */
+	r = pmctl_settings_save(name);
+	if (r)
+		err("%s: the setting is live but not kept: the next activation loses it",
+		    name);
+	return r;
 }

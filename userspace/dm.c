@@ -27,6 +27,7 @@
 
 #include "pmemcachectl.h"
 #include "dm.h"
+#include "probe.h"
 #include "status.h"
 
 #define DM_CONTROL	"/dev/mapper/control"
@@ -470,4 +471,50 @@ bool pmctl_dm_load(const char *name, uint64_t len, const char *type,
 	if (dmt)
 		dm_task_destroy(dmt);
 	return ok;
+}
+
+/* ------------------------------------------------------------------ */
+/* The settings kept on the cache (settings.h)                         */
+
+int pmctl_settings_save(const char *name)
+{
+	char *params = NULL, *half[2] = { NULL, NULL }, first[64], second[64];
+	char features[PMCTL_SETTINGS_FEATURES];
+	struct pmc_table t;
+	struct pmctl_sb sb;
+	uint64_t len;
+	int i, e, r;
+
+	r = pmctl_dm_get(DM_DEVICE_TABLE, name, &len, &params);
+	if (r)
+		return r;
+	if (pmc_table_parse(params, &t) ||
+	    pmctl_settings_filter(t.features, features, sizeof(features))) {
+		err("%s: cannot keep the settings of the table '%s'", name, params);
+		free(params);
+		return EXIT_DM;
+	}
+	half[0] = pmctl_devpath(t.cache);
+	if (!pmctl_table_halves(params, first, second))
+		half[1] = pmctl_devpath(second);	/* NULL for "-": gone */
+	free(params);
+	if (!half[0]) {
+		err("%s: the cache device %s has no node", name, t.cache);
+		return EXIT_DEVICE;
+	}
+	for (i = 0; i < 2 && half[i]; i++) {
+		e = pmctl_sb_read(half[i], &sb);
+		if (!e)
+			e = sb.state == PMCTL_SB_CACHE ?
+			    pmctl_settings_write(half[i], sb.cache_uuid, name, features) : -EUCLEAN;
+		if (e) {
+			err("%s: cannot keep the name and settings on %s: %s", name, half[i],
+			    strerror(-e));
+			r = EXIT_IO;
+			break;
+		}
+	}
+	free(half[0]);
+	free(half[1]);
+	return r;
 }

@@ -22,6 +22,7 @@ struct create_opts {
 	bool data_crc;		/* --data-crc: a new cache keeps data crcs */
 	bool force;		/* --format: lose dirty blocks; else re-attach them */
 	bool activate;		/* activate: dirty blocks are re-attached */
+	const char *settings;	/* activate: the kept tunables, table words */
 };
 
 struct create_devs {

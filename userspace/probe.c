@@ -113,6 +113,7 @@ void pmctl_sb_parse(const void *area, struct pmctl_sb *out)
 	out->block_size = bs;
 	out->origin_kind = le32_to_cpu(sb->origin_id_kind);
 	out->origin_sectors = le64_to_cpu(sb->origin_sectors);
+	pmctl_settings_parse(area, out->cache_uuid, &out->settings);
 	if (mark_valid(mk, out->cache_uuid)) {
 		out->kept_dirty = true;
 		out->kept_time = le64_to_cpu(mk->time);

@@ -20,6 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "settings.h"
+
 /* "PMEMCACHE-" + the canonical cache UUID: the DM UUID of a cache device. */
 #define PMCTL_DM_UUID_PREFIX	"PMEMCACHE-"
 #define PMCTL_DM_UUID_LEN	(sizeof(PMCTL_DM_UUID_PREFIX) - 1 + 36)
@@ -54,6 +56,7 @@ struct pmctl_sb {
 	uint64_t origin_sectors;
 	bool kept_dirty;		/* remove --keep-dirty --force left it */
 	uint64_t kept_time;		/* seconds since the epoch */
+	struct pmctl_settings settings;	/* name and tunables for activate */
 };
 
 /* Parse a 4 KiB superblock area (pure). */

@@ -522,6 +522,55 @@ static void kept_dirty_mark_counts_only_for_its_cache(void)
 	      PMCTL_MARK_OFFSET + 512 <= PMC_SUPER_AREA);
 }
 
+/* settings: the newer valid slot counts; a torn one leaves the older */
+static void settings_survive_a_torn_update(void)
+{
+	struct pmc_origin_id oid = { .sectors = 8192 };
+	static u8 area[4096];
+	u8 *slot0 = area + PMCTL_SETTINGS_OFFSET, *slot1 = slot0 + PMCTL_SETTINGS_SLOT;
+	struct pmctl_sb sb;
+	u8 uuid[16], other[16];
+
+	CHECK(!formatted_area(area, &oid, uuid));
+	pmctl_sb_parse(area, &sb);
+	CHECK(sb.state == PMCTL_SB_CACHE && !sb.settings.valid);	/* format zeroes them */
+	pmctl_settings_build(slot0, uuid, 1, "db", "high_watermark 60");
+	pmctl_settings_build(slot1, uuid, 2, "db", "high_watermark 60 max_age 5000");
+	pmctl_sb_parse(area, &sb);
+	CHECK(sb.settings.valid && sb.settings.slot == 1 && sb.settings.seq == 2);
+	CHECK(!strcmp(sb.settings.name, "db") &&
+	      !strcmp(sb.settings.features, "high_watermark 60 max_age 5000"));
+	slot1[200] ^= 1;			/* a cut inside the update of slot 1 */
+	pmctl_sb_parse(area, &sb);
+	CHECK(sb.settings.valid && sb.settings.slot == 0 &&
+	      !strcmp(sb.settings.features, "high_watermark 60"));
+	memcpy(other, uuid, 16);
+	other[3] ^= 0x10;			/* left by an older format */
+	pmctl_settings_build(slot0, other, 3, "old", "");
+	pmctl_sb_parse(area, &sb);
+	CHECK(!sb.settings.valid);
+	/* between the mirror info and the kept-dirty mark, off the superblock */
+	CHECK(PMCTL_SETTINGS_OFFSET >= PMC_SUPER_SIZE &&
+	      PMCTL_SETTINGS_OFFSET + 2 * PMCTL_SETTINGS_SLOT <= PMCTL_MARK_OFFSET);
+}
+
+/* settings: only the tunables of a table's features are kept */
+static void settings_keep_only_the_tunables(void)
+{
+	char out[PMCTL_SETTINGS_FEATURES];
+
+	CHECK(!pmctl_settings_filter("4 high_watermark 10 low_watermark 1", out, sizeof(out)));
+	CHECK(!strcmp(out, "high_watermark 10 low_watermark 1"));
+	CHECK(!pmctl_settings_filter("5 format mirror 259:1 data_crc degraded", out,
+				     sizeof(out)));
+	CHECK(!strcmp(out, ""));
+	CHECK(!pmctl_settings_filter("6 writeback pfn flush_on_suspend cleaner max_age 5000",
+				     out, sizeof(out)));
+	CHECK(!strcmp(out, "writeback pfn flush_on_suspend cleaner max_age 5000"));
+	CHECK(!pmctl_settings_filter("", out, sizeof(out)) && !strcmp(out, ""));
+	CHECK(pmctl_settings_filter("2 full_wait 250", out, 8) == -1);
+}
+
 /* monitor: the first health seen is told only when it is not "ok" */
 static void health_first_seen(void)
 {
@@ -611,6 +660,7 @@ int main(void)
 		kept_dirty_mark_counts_only_for_its_cache,
 		health_first_seen, health_changes_are_classified,
 		health_line_and_names,
+		settings_survive_a_torn_update, settings_keep_only_the_tunables,
 	};
 	size_t i;
 
