@@ -1268,6 +1268,53 @@ def write_kept_mark(img, uuid, when=1700000000):
         f.write(body + crc32c(0xFFFFFFFF, body).to_bytes(4, "little"))
 
 
+def format_md_settings_layout():
+    """docs/format.md's "Settings" table: {field: (offset, size)}."""
+    doc = (REPO / "docs/format.md").read_text()
+    sec = doc.split("### Settings (bytes 2048..3071", 1)[1].split("\n### ", 1)[0]
+    rows = re.findall(r"^\| (\d+) \| `(\w+)(?:\[(\d+)\])?` ?(u64|u32)? \|", sec, re.M)
+    return {name: (int(off), int(n) if n else {"u64": 8, "u32": 4}[kind])
+            for off, name, n, kind in rows}
+
+
+def write_settings(img, uuid, seq, name, features, slot=0, good=True):
+    """A settings slot as docs/format.md lays it out, written by this test's
+    own code (not the tool's)."""
+    lay = format_md_settings_layout()
+    body = bytearray(lay["csum"][0])
+    body[0:8] = b"PMCsets1"
+    body[8:16] = seq.to_bytes(8, "little")
+    body[16:32] = bytes.fromhex(uuid.replace("-", ""))
+    off, size = lay["name"]
+    body[off:off + len(name)] = name.encode()
+    off, size = lay["features"]
+    body[off:off + len(features)] = features.encode()
+    csum = crc32c(0xFFFFFFFF, bytes(body)) ^ (0 if good else 1)
+    with open(img, "r+b") as f:
+        f.seek(2048 + 512 * slot)
+        f.write(bytes(body) + csum.to_bytes(4, "little"))
+
+
+def test_activate_takes_the_name_kept_as_format_md_lays_it_out(tree):
+    """The settings slots of docs/format.md, written here from the doc's
+    table: activate takes the newer valid slot's name; a slot whose checksum
+    fails (a torn update) leaves the older one; with none, the default name."""
+    lay = format_md_settings_layout()
+    assert lay == {"magic": (0, 8), "seq": (8, 8), "cache_uuid": (16, 16), "name": (32, 128),
+                   "features": (160, 348), "csum": (508, 4)}, lay
+    u = cache_uuid(tree.img)
+    write_settings(tree.img, u, 1, "db", "high_watermark 60", slot=0)
+    write_settings(tree.img, u, 2, "db2", "high_watermark 70", slot=1)
+    p = tree.run("activate", "--all", "--dry-run")
+    assert p.returncode == OK and "would create /dev/mapper/db2 " in p.stdout, p.stdout
+    write_settings(tree.img, u, 2, "db2", "high_watermark 70", slot=1, good=False)
+    p = tree.run("activate", "--all", "--dry-run")
+    assert p.returncode == OK and "would create /dev/mapper/db " in p.stdout, p.stdout
+    write_settings(tree.img, u, 1, "db", "high_watermark 60", slot=0, good=False)
+    p = tree.run("activate", "--all", "--dry-run")
+    assert "would create /dev/mapper/pmemcache-%s " % u[:8] in p.stdout, p.stdout
+
+
 def test_activate_leaves_a_cache_kept_dirty_by_remove(tree):
     u = cache_uuid(tree.img)
     write_kept_mark(tree.img, u)

@@ -18,7 +18,7 @@
 #include "settings.h"
 
 /* "PMCsets1" as a little-endian u64. */
-#define SETTINGS_MAGIC	0x31737465734d4350ULL
+#define SETTINGS_MAGIC	0x3173746573434d50ULL
 
 struct settings_slot {
 	__le64 magic;
