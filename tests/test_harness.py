@@ -499,7 +499,11 @@ def test_test_names_in_the_docs_exist():
              + sorted((REPO / "docs").glob("*.rst")) + sorted((REPO / "docs/figures").glob("*.json"))}
     missing = []
     for name, text in texts.items():
+        # a pytest -k word of a kept run's command: part of a test's name
+        keywords = set(re.findall(r"-k (test_\w+)", text))
         for t in sorted(set(re.findall(r"\b(test_\w+?)(\.py)?\b", text))):
+            if not t[1] and t[0] in keywords and any(t[0] in d for d in defined):
+                continue
             if t[1] and not list(REPO.glob("tests/**/%s.py" % t[0])):
                 missing.append("%s: %s.py" % (name, t[0]))
             elif not t[1] and t[0] not in defined and not (REPO / "tests" / (t[0] + ".py")).exists():
