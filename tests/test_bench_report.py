@@ -319,3 +319,40 @@ def test_the_cpu_profile_edits_apply_to_the_module_as_it_is():
     src = Path(__file__).resolve().parent.parent / "dm-pmemcache"
     for name, edits in cpu_profile.EDITS.items():
         vm_mutants.apply_edits((src / name).read_text(), edits)
+
+
+def test_fs_pressure_bench_asserts_the_caches_made_room(tmp_path, monkeypatch):
+    """run_fs_bench --pressure: what each cache did during a timed run, from
+    its status before and after; a run that cached fewer new blocks than it
+    had free at its start made no room, and the bench fails on it."""
+    import run_fs_bench as fb
+    pmc = "0 100 pmemcache 16000 10 %d 5 0 0 0 0 %d 0 0 0 %d 0 %d " + " ".join(["0"] * 21)
+    wc = "0 100 writecache 0 16000 %d 0 0 0 0 0 0 0 %d %d 0 0"
+    lines = []
+    for r in (1, 2):
+        lines += ["CST pmc-ext4 %d before %s" % (r, pmc % (3000, 100, 10, 20)),
+                  "CST pmc-ext4 %d after %s" % (r, pmc % (0, 9100, 400, 20)),
+                  "CST wc-ext4 %d before %s" % (r, wc % (2000, 50, 0)),
+                  "FIOJSON pmc-ext4 small %d %s" % (r, fs_fio_json(300, 3e3, 2e3)),
+                  "FIOJSON wc-ext4 small %d %s" % (r, fs_fio_json(300, 3e3, 2e3)),
+                  "FIOJSON md-ext4 small %d %s" % (r, fs_fio_json(100, 1e4, 2e3))]
+        # round 2: dm-writecache cached fewer blocks than it had free
+        lines.append("CST wc-ext4 %d after %s" % (r, wc % (0, 5050 if r == 1 else 1050, 7)))
+    runs = fb.parse("\n".join(lines))
+    assert runs["pmc-ext4"]["1"]["cache"] == {"free_at_start": 3000, "new_blocks": 9000,
+                                              "written_back": 390}
+    assert runs["wc-ext4"]["1"]["cache"] == {"free_at_start": 2000, "new_blocks": 5000,
+                                             "blocked_on_freelist": 7}
+    assert fb.pressure_missing(runs) == ["wc-ext4 round 2: 1000 new blocks, 2000 free at the start"]
+    del runs["wc-ext4"]["2"]
+    assert fb.pressure_missing(runs) == []
+    med, ratios = fb.derive(runs)
+    monkeypatch.setattr(fb, "FS_MD", tmp_path / "fs-pressure.md")
+    fb.write_md({"settings": {"date": "2026-12-07 20:00 UTC", "commit": "abc", "boot_s": 600,
+                              "load0": "1 1 1", "load1": "1 1 1", "rt": 15, "repeats": 2,
+                              "nfiles": 512, "fsize_k": 64, "jobs": 4, "pmem_mb": 64,
+                              "pressure": True},
+                 "runs": runs, "median": med, "ratios": ratios, "kernel_reports": []})
+    md = (tmp_path / "fs-pressure.md").read_text()
+    assert "working set twice the cache" in md and "NVDIMM of 64 MiB" in md
+    assert "| dm-pmemcache, ext4 | 3 000 | 9 000 | 390 |" in md

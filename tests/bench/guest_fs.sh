@@ -1,6 +1,10 @@
 # Guest side of the file-system benchmark (issue 32), busybox sh, sourced
 # after /test/lib.sh.  Set by the host: RT (s per timed fio run), REPEATS
 # (rounds), NFILES (files per fio job), FSIZE_K (KiB per file), JOBS.
+# The files are laid out by a first fio run (create_only), not timed; the
+# caches' status before and after the timed run is printed
+# ("CST SYS-FS R before|after <dmsetup status>"), so that the host can
+# tell what writeback and eviction did during it.
 #
 # One boot: md raid5 over vda..vdd as the origin, one NVDIMM.  Systems:
 # md (the array alone), pmc (dm-pmemcache on the raw namespace, its
@@ -40,12 +44,12 @@ up() {
 	pmc)
 		ns_mode raw
 		dm_create pc "0 $SZ pmemcache /dev/md0 /dev/pmem0 4096 1 format" || die "create pmc"
-		DEV=/dev/mapper/pc ;;
+		DEV=/dev/mapper/pc CACHE=pc ;;
 	wc)
 		ns_mode fsdax
 		dd if=/dev/zero of=/dev/pmem0 bs=1M count=1 conv=fsync 2>/dev/null
 		dm_create wc "0 $SZ writecache p /dev/md0 /dev/pmem0 4096 0" || die "create wc"
-		DEV=/dev/mapper/wc ;;
+		DEV=/dev/mapper/wc CACHE=wc ;;
 	esac
 }
 
@@ -76,11 +80,17 @@ while [ $r -le "$REPEATS" ]; do
 			esac || die "mkfs $fs on $s"
 			mount -t $fs "$DEV" /mnt/fs || die "mount $fs on $s"
 			fio --name=small --directory=/mnt/fs --numjobs="$JOBS" --nrfiles="$NFILES" \
+				--filesize="${FSIZE_K}k" --create_only=1 > /tmp/fio.err 2>&1 ||
+				die "fio layout on $s $fs: $(head -c 300 /tmp/fio.err)"
+			sync
+			[ $s = md ] || echo "CST $s-$fs $r before $(dmsetup status $CACHE)"
+			fio --name=small --directory=/mnt/fs --numjobs="$JOBS" --nrfiles="$NFILES" \
 				--filesize="${FSIZE_K}k" --bs=4k --rw=randwrite --fsync=1 \
 				--ioengine=psync --time_based --runtime="$RT" --group_reporting \
 				--percentile_list=50:99:99.9 --output-format=json \
 				--output=/tmp/fio.json > /tmp/fio.err 2>&1
 			rc=$?
+			[ $s = md ] || echo "CST $s-$fs $r after $(dmsetup status $CACHE)"
 			[ $rc = 0 ] || echo "PROGRESS $s $fs fio rc $rc: $(head -c 300 /tmp/fio.err | tr '\n' ' ')"
 			echo "FS sys=$s fs=$fs r=$r fio_rc=$rc"
 			echo "FIOJSON $s-$fs small $r $(tr -d '\n\t' < /tmp/fio.json)"
