@@ -54,13 +54,15 @@ static const struct command commands[] = {
 	  "\n"
 	  "Find caches on pmem namespaces (--all: every /dev/pmem*), find each one's\n"
 	  "origin by the identity its superblock recorded (md array UUID and size)\n"
-	  "and create its device, DM UUID PMEMCACHE-<cache uuid>.  A cache that\n"
+	  "and create its device, DM UUID PMEMCACHE-<cache uuid>, with the name\n"
+	  "and tunables kept with the cache (create and set keep them).  A cache that\n"
 	  "already has a device is left alone; one whose origin is missing gets one\n"
 	  "line and no device.  The halves of a mirrored cache are found by their\n"
 	  "mirror info and started together; a half alone only if it knows it ran\n"
 	  "alone (else one line, exit 9).\n"
 	  "  -a, --all         every pmem namespace\n"
-	  "  -n, --name NAME   device name (one PMEMDEV; default pmemcache-<8 hex digits>)\n"
+	  "  -n, --name NAME   device name (one PMEMDEV; default the kept name, else\n"
+	  "                    pmemcache-<8 hex digits>)\n"
 	  "  -w, --wait SEC    wait up to SEC seconds for missing origins (default 0)\n"
 	  "  -N, --dry-run     say what would be created; device-mapper is not used\n"
 	  "Exit: 0 all active, 9 an origin is missing, 4 kept dirty by remove,\n"
@@ -148,7 +150,9 @@ static const struct command commands[] = {
 	{ "set", cmd_set, "change a setting of a running cache device",
 	  "usage: pmemcachectl set NAME KEY VALUE\n"
 	  "\n"
-	  "Send the target the message that sets KEY (the target checks VALUE).\n"
+	  "Send the target the message that sets KEY (the target checks VALUE),\n"
+	  "then keep the device's name and tunables with the cache, where activate\n"
+	  "finds them at the next boot.\n"
 	  "Keys ('-' may stand for '_'):\n" },
 	{ "check", cmd_check, "validate cache metadata offline",
 	  "usage: pmemcachectl check PMEMDEV [--mirror PMEMDEV2] [--origin DEV] [--json]\n"
