@@ -163,29 +163,36 @@ void pmctl_mark_build(void *buf, const uint8_t uuid[16], bool set, uint64_t now)
 	m->csum = cpu_to_le32(pmc_crc32c(~0U, m, offsetof(struct pmctl_mark, csum)));
 }
 
+int pmctl_area_write(const char *path, const void *buf, size_t len, off_t off)
+{
+	int fd, r = 0;
+
+	fd = open(path, O_WRONLY | O_DIRECT | O_CLOEXEC);
+	if (fd < 0 && errno == EINVAL)		/* tmpfs files: no O_DIRECT */
+		fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	errno = 0;
+	if (pwrite(fd, buf, len, off) != (ssize_t)len)
+		r = errno ? -errno : -EIO;
+	else if (fsync(fd))
+		r = -errno;
+	if (close(fd) && !r)
+		r = -errno;
+	return r;
+}
+
 int pmctl_mark_write(const char *path, const uint8_t uuid[16], bool set,
 		     uint64_t now)
 {
 	void *buf;
-	int fd, r = 0;
+	int r;
 
-	fd = open(path, O_WRONLY | O_DIRECT | O_CLOEXEC);
-	if (fd < 0 && errno == EINVAL)
-		fd = open(path, O_WRONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	if (posix_memalign(&buf, PMC_SUPER_AREA, MARK_SIZE)) {
-		close(fd);
+	if (posix_memalign(&buf, PMC_SUPER_AREA, MARK_SIZE))
 		return -ENOMEM;
-	}
 	pmctl_mark_build(buf, uuid, set, now);
-	if (pwrite(fd, buf, MARK_SIZE, PMCTL_MARK_OFFSET) != (ssize_t)MARK_SIZE)
-		r = errno ? -errno : -EIO;
-	else if (fsync(fd))
-		r = -errno;
+	r = pmctl_area_write(path, buf, MARK_SIZE, PMCTL_MARK_OFFSET);
 	free(buf);
-	if (close(fd) && !r)
-		r = -errno;
 	return r;
 }
 

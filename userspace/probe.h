@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "settings.h"
 
@@ -74,6 +75,11 @@ int pmctl_sb_read(const char *path, struct pmctl_sb *sb);
  */
 int pmctl_mark_write(const char *path, const uint8_t uuid[16], bool set,
 		     uint64_t now);
+/*
+ * Write @len bytes of @buf (aligned for O_DIRECT) at @off of @path, with
+ * O_DIRECT where it can (not a tmpfs file), then fsync.  0 or -errno.
+ */
+int pmctl_area_write(const char *path, const void *buf, size_t len, off_t off);
 /* The mark's sector (pure): @buf is 512 bytes. */
 void pmctl_mark_build(void *buf, const uint8_t uuid[16], bool set, uint64_t now);
 

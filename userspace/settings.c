@@ -5,11 +5,9 @@
 #define _GNU_SOURCE
 #include <ctype.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "libpmc.h"
 #include "pmc_mirror.h"
@@ -126,7 +124,7 @@ int pmctl_settings_write(const char *path, const uint8_t uuid[16], const char *n
 	struct pmctl_sb sb;
 	unsigned int slot;
 	void *buf;
-	int fd, r;
+	int r;
 
 	r = pmctl_sb_read(path, &sb);
 	if (r)
@@ -135,24 +133,11 @@ int pmctl_settings_write(const char *path, const uint8_t uuid[16], const char *n
 		return -EUCLEAN;
 	/* The slot that does not hold the current settings. */
 	slot = sb.settings.valid ? !sb.settings.slot : 0;
-	fd = open(path, O_WRONLY | O_DIRECT | O_CLOEXEC);
-	if (fd < 0 && errno == EINVAL)		/* tmpfs files: no O_DIRECT */
-		fd = open(path, O_WRONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	if (posix_memalign(&buf, PMCTL_SETTINGS_SLOT, PMCTL_SETTINGS_SLOT)) {
-		close(fd);
+	if (posix_memalign(&buf, PMCTL_SETTINGS_SLOT, PMCTL_SETTINGS_SLOT))
 		return -ENOMEM;
-	}
 	pmctl_settings_build(buf, uuid, sb.settings.seq + 1, name, features);
-	errno = 0;
-	if (pwrite(fd, buf, PMCTL_SETTINGS_SLOT,
-		   PMCTL_SETTINGS_OFFSET + slot * PMCTL_SETTINGS_SLOT) != PMCTL_SETTINGS_SLOT)
-		r = errno ? -errno : -EIO;
-	else if (fsync(fd))
-		r = -errno;
+	r = pmctl_area_write(path, buf, PMCTL_SETTINGS_SLOT,
+			     PMCTL_SETTINGS_OFFSET + slot * PMCTL_SETTINGS_SLOT);
 	free(buf);
-	if (close(fd) && !r)
-		r = -errno;
 	return r;
 }
