@@ -9,6 +9,7 @@ pkgs=(
 	libjson-c-dev pkg-config valgrind
 	clang llvm libclang-rt-14-dev	# fuzzing: libFuzzer, sanitizers, llvm-cov
 	python3-pytest python3-pytest-xdist python3-matplotlib python3-git
+	pyflakes3	# the tests' Python: no undefined name (test_harness)
 	bcache-tools
 	e2fsprogs xfsprogs	# file systems in the guest (issue 32)
 	lintian fakeroot	# make deb, make deb-kernel (bindeb-pkg)

@@ -53,7 +53,7 @@ import pytest
 from test_bad_input import mbr
 from test_target import PRELUDE, parse_status, pmemcache_module  # noqa: F401
 from test_target_powercut import (READ_BACK, WRITE_LOOP, cut_console, expected_sectors,
-                                  read_back, wait_for_acks)
+                                  lost_writes, read_back, wait_for_acks)
 from vm import KBUILD, KSRC, REPO, build
 
 PMEM_MB, PMEM2_MB = 256, 320

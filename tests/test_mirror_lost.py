@@ -29,7 +29,8 @@ from test_mirror import (ALONE, ARGS, LOST, MIRROR_PRELUDE, NBLOCKS, PMEM2_MB, P
                          build_mutant, expected_sectors_n, use_module)
 from test_events import tool  # noqa: F401
 from test_target import parse_status, pmemcache_module  # noqa: F401
-from test_target_powercut import READ_BACK, WRITE_LOOP, cut_console, read_back, wait_for_acks
+from test_target_powercut import (READ_BACK, WRITE_LOOP, cut_console, lost_writes, read_back,
+                                  wait_for_acks)
 
 LOSE_AT = 30        # acknowledged writes before the unbind
 AFTER = 40          # and at least these after it
