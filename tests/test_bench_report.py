@@ -178,6 +178,7 @@ PAGES = {
     "docs/bench/scale.md": ["tests/bench/run_scale_bench.py", "--report"],
     "docs/bench/mirror.md": ["tests/bench/run_mirror_bench.py", "--report"],
     "docs/bench/fs.md": ["tests/bench/run_fs_bench.py", "--report"],
+    "docs/bench/fs-pressure.md": ["tests/bench/run_fs_bench.py", "--report", "--pressure"],
     "docs/benchmarks.md": ["tests/bench/report.py"],
     "docs/bench/cpu.md": ["tests/bench/run_cpu_bench.py", "--report"],
 }

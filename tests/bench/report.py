@@ -496,6 +496,18 @@ def issue32(add):
                         r("ext4", "wc", "iops"), r("xfs", "wc", "iops"),
                         r("ext4", "wc", "sync_p99_us"), r("xfs", "wc", "sync_p99_us"),
                         r("ext4", "md", "iops"), r("xfs", "md", "iops")))
+    try:
+        f = json.loads((OUT / "fs-pressure.json").read_text())
+    except (OSError, ValueError):
+        return
+    st, ra = f["settings"], f.get("ratios", {})
+    add("- [bench/fs-pressure.md](bench/fs-pressure.md) (`make bench-fs-pressure`, %s, commit "
+        "%s): the same with the working set (%d MiB) twice the NVDIMM, both caches writing "
+        "back during every timed run. dm-pmemcache / dm-writecache IOPS: ext4 %s, XFS %s; "
+        "fsync p99: ext4 %s, XFS %s.\n" % (
+            day(st["date"]), st["commit"], st["jobs"] * st["nfiles"] * st["fsize_k"] // 1024,
+            r("ext4", "wc", "iops"), r("xfs", "wc", "iops"),
+            r("ext4", "wc", "sync_p99_us"), r("xfs", "wc", "sync_p99_us")))
 
 
 NUMBER = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}
