@@ -270,10 +270,9 @@ static int wait_clean(struct detach *d, const struct pmctl_sample *s0,
 static int do_detach(struct detach *d, uint32_t timeout)
 {
 	char why[1024], params[TABLE_MAX], tmp[TABLE_MAX], linear[128];
-	char type[64], first[64], mirror[64], *live = NULL, *op;
+	char type[64], *live = NULL, *op;
 	struct pmctl_sample s0, s1;
 	struct dm_info info;
-	bool mirrored;
 	int r, i;
 
 	r = pmctl_dm_get(DM_DEVICE_TABLE, d->name, &d->len, &live);
@@ -287,9 +286,7 @@ static int do_detach(struct detach *d, uint32_t timeout)
 	snprintf(d->orig, sizeof(d->orig), "%s", live);
 	free(live);
 	/* A mirror's half that is gone ("-", or no device now) has nothing to clear. */
-	mirrored = !pmctl_table_halves(d->orig, first, mirror);
-	d->half[0] = pmctl_devpath(d->t.cache);
-	d->half[1] = mirrored ? pmctl_devpath(mirror) : NULL;
+	pmctl_cache_devpaths(d->orig, &d->t, d->half);
 	if (!d->half[0] && d->half[1]) {
 		d->half[0] = d->half[1];
 		d->half[1] = NULL;

@@ -278,7 +278,7 @@ int cmd_remove(int argc, char **argv)
 	struct dm_info info;
 	const char *name;
 	uint64_t len;
-	char *params, *cache, *mirror = NULL, first[64], second[64];
+	char *params, *half[2], *cache, *mirror;
 	int r = flush_opts(argc, argv, "remove", &quiet, &keep, &force);
 
 	if (r)
@@ -296,10 +296,10 @@ int cmd_remove(int argc, char **argv)
 		return EXIT_DM;
 	}
 	/* A mirror's half that is gone ("-", or no device now): nothing to do there. */
-	if (!pmctl_table_halves(params, first, second))
-		mirror = pmctl_devpath(second);
+	pmctl_cache_devpaths(params, &t, half);
 	free(params);
-	cache = pmctl_devpath(t.cache);
+	cache = half[0];
+	mirror = half[1];
 	if (!cache) {
 		err("%s: the cache device %s has no node", name, t.cache);
 		r = EXIT_DEVICE;

@@ -476,12 +476,18 @@ bool pmctl_dm_load(const char *name, uint64_t len, const char *type,
 /* ------------------------------------------------------------------ */
 /* The settings kept on the cache (settings.h)                         */
 
+void pmctl_cache_devpaths(const char *params, const struct pmc_table *t, char *half[2])
+{
+	char first[64], second[64];
+
+	half[0] = pmctl_devpath(t->cache);
+	half[1] = pmctl_table_halves(params, first, second) ? NULL : pmctl_devpath(second);
+}
+
 int pmctl_settings_save(const char *name)
 {
-	char *params = NULL, *half[2] = { NULL, NULL }, first[64], second[64];
-	char features[PMCTL_SETTINGS_FEATURES];
+	char *params = NULL, *half[2], features[PMCTL_SETTINGS_FEATURES];
 	struct pmc_table t;
-	struct pmctl_sb sb;
 	uint64_t len;
 	int i, e, r;
 
@@ -494,19 +500,15 @@ int pmctl_settings_save(const char *name)
 		free(params);
 		return EXIT_DM;
 	}
-	half[0] = pmctl_devpath(t.cache);
-	if (!pmctl_table_halves(params, first, second))
-		half[1] = pmctl_devpath(second);	/* NULL for "-": gone */
+	pmctl_cache_devpaths(params, &t, half);
 	free(params);
 	if (!half[0]) {
 		err("%s: the cache device %s has no node", name, t.cache);
+		free(half[1]);
 		return EXIT_DEVICE;
 	}
 	for (i = 0; i < 2 && half[i]; i++) {
-		e = pmctl_sb_read(half[i], &sb);
-		if (!e)
-			e = sb.state == PMCTL_SB_CACHE ?
-			    pmctl_settings_write(half[i], sb.cache_uuid, name, features) : -EUCLEAN;
+		e = pmctl_settings_write(half[i], name, features);
 		if (e) {
 			err("%s: cannot keep the name and settings on %s: %s", name, half[i],
 			    strerror(-e));

@@ -62,6 +62,12 @@ bool pmctl_dm_load(const char *name, uint64_t len, const char *type,
 /* "/dev/md0" for "9:0" (malloc'ed), or NULL. */
 char *pmctl_devpath(const char *majmin);
 /*
+ * The device nodes of the cache of the table @params (@t, parsed from it):
+ * half[0] its first device's, half[1] a mirror's second unless that is
+ * gone ("-", or no node now); NULL where there is no node.  Free both.
+ */
+void pmctl_cache_devpaths(const char *params, const struct pmc_table *t, char *half[2]);
+/*
  * The target's one-line reason for a refusal logged since
  * pmctl_kmsg_open() (-1 if /dev/kmsg cannot be read); closes @fd.
  */

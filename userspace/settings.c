@@ -118,8 +118,7 @@ int pmctl_settings_filter(const char *features, char *out, size_t len)
 	return r;
 }
 
-int pmctl_settings_write(const char *path, const uint8_t uuid[16], const char *name,
-			 const char *features)
+int pmctl_settings_write(const char *path, const char *name, const char *features)
 {
 	struct pmctl_sb sb;
 	unsigned int slot;
@@ -129,13 +128,13 @@ int pmctl_settings_write(const char *path, const uint8_t uuid[16], const char *n
 	r = pmctl_sb_read(path, &sb);
 	if (r)
 		return r;
-	if (sb.state != PMCTL_SB_CACHE || memcmp(sb.cache_uuid, uuid, 16))
+	if (sb.state != PMCTL_SB_CACHE)
 		return -EUCLEAN;
 	/* The slot that does not hold the current settings. */
 	slot = sb.settings.valid ? !sb.settings.slot : 0;
 	if (posix_memalign(&buf, PMCTL_SETTINGS_SLOT, PMCTL_SETTINGS_SLOT))
 		return -ENOMEM;
-	pmctl_settings_build(buf, uuid, sb.settings.seq + 1, name, features);
+	pmctl_settings_build(buf, sb.cache_uuid, sb.settings.seq + 1, name, features);
 	r = pmctl_area_write(path, buf, PMCTL_SETTINGS_SLOT,
 			     PMCTL_SETTINGS_OFFSET + slot * PMCTL_SETTINGS_SLOT);
 	free(buf);

@@ -31,13 +31,12 @@ void pmctl_settings_parse(const void *area, const uint8_t uuid[16], struct pmctl
 void pmctl_settings_build(void *slot, const uint8_t uuid[16], uint64_t seq, const char *name,
 			  const char *features);
 /*
- * Write @name and @features into the slot of @path's cache @uuid that does
- * not hold its current settings (O_DIRECT; not O_EXCL: the module never
+ * Write @name and @features into the slot of @path's cache that does not
+ * hold its current settings (O_DIRECT; not O_EXCL: the module never
  * touches these bytes, so a live table may hold the device).  0 or -errno
- * (-EUCLEAN: no valid cache @uuid there).
+ * (-EUCLEAN: no valid cache there).
  */
-int pmctl_settings_write(const char *path, const uint8_t uuid[16], const char *name,
-			 const char *features);
+int pmctl_settings_write(const char *path, const char *name, const char *features);
 /*
  * The tunable words of a table's features (@features: what follows the
  * block size, its count first or not): only the keys `set` and `create`

@@ -36,16 +36,7 @@ mdadm --create /dev/md0 --run --quiet --metadata=1.2 --assume-clean --level=1 \
 	--raid-devices=2 "$L0" "$L1" 2>&1 || die "mdadm"
 SZ=$(blockdev --getsz /dev/md0)
 
-NS=raw
-ns_mode() {	# raw | fsdax
-	[ "$1" = "$NS" ] && return
-	case $1 in
-	raw) ndctl create-namespace -f -e namespace0.0 -m raw >/dev/null 2>&1 ;;
-	fsdax) ndctl create-namespace -f -e namespace0.0 -m fsdax -M mem >/dev/null 2>&1 ;;
-	esac || die "ndctl $1"
-	[ -b /dev/pmem0 ] || die "no /dev/pmem0 after ndctl $1"
-	NS=$1
-}
+NS=raw	# what ns_mode (lib.sh) last made of namespace0.0
 zero_pmem() { dd if=/dev/zero of=/dev/pmem0 bs=1M count=1 conv=fsync 2>/dev/null; }
 
 # Writeback goes to md raid1 over virtio disks vda and vdb (md1): loop

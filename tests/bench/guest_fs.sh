@@ -26,16 +26,7 @@ make_md raid5 4
 SZ=$(blockdev --getsz /dev/md0)
 echo "FS origin_sectors=$SZ cpus=$(grep -c ^processor /proc/cpuinfo) kernel=$(uname -r)"
 
-NS=none
-ns_mode() {	# raw | fsdax
-	[ "$1" = "$NS" ] && return
-	case $1 in
-	raw) ndctl create-namespace -f -e namespace0.0 -m raw >/dev/null 2>&1 ;;
-	fsdax) ndctl create-namespace -f -e namespace0.0 -m fsdax -M mem >/dev/null 2>&1 ;;
-	esac || die "ndctl $1"
-	[ -b /dev/pmem0 ] || die "no /dev/pmem0 after ndctl $1"
-	NS=$1
-}
+NS=none	# what ns_mode (lib.sh) last made of namespace0.0
 
 # up SYS: the device of SYS in DEV
 up() {

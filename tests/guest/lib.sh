@@ -142,3 +142,15 @@ unbind_pmem() {
 	echo "$ns" > /sys/bus/nd/drivers/nd_pmem/unbind || die "unbind $1"
 	[ ! -b /dev/$1 ] || die "$1 still there"
 }
+
+# ns_mode raw|fsdax: namespace0.0 in that mode (fsdax with its struct pages
+# in RAM, -M mem), unless $NS says it is already; the benchmarks' guests
+ns_mode() {
+	[ "$1" = "${NS:-}" ] && return
+	case $1 in
+	raw) ndctl create-namespace -f -e namespace0.0 -m raw >/dev/null 2>&1 ;;
+	fsdax) ndctl create-namespace -f -e namespace0.0 -m fsdax -M mem >/dev/null 2>&1 ;;
+	esac || die "ndctl $1"
+	[ -b /dev/pmem0 ] || die "no /dev/pmem0 after ndctl $1"
+	NS=$1
+}
